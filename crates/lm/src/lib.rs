@@ -1,0 +1,19 @@
+//! `lm`: a small LLaMA-style decoder pretrained with libtorch (`tch`), leaving a dense trail of
+//! checkpoints for the fluctuation study.
+//!
+//! - [`config`]: the run config (TOML) and its hash; the learning-rate schedules.
+//! - [`tokenize`]: byte-level BPE training and cached corpus encoding.
+//! - [`model`]: the decoder.
+//! - [`optim`]: AdamW with savable moments.
+//! - [`checkpoint`]: safetensors + JSON sidecar, atomic writes, integrity checks.
+//! - [`train`]: the training loop with exact resumption.
+
+pub mod checkpoint;
+pub mod config;
+pub mod model;
+pub mod optim;
+pub mod provenance;
+pub mod tokenize;
+pub mod train;
+
+pub use tch;

@@ -1,0 +1,82 @@
+//! `lm`: the command line of the language-model crate.
+use anyhow::Result;
+use clap::{Parser, Subcommand};
+use std::path::PathBuf;
+
+use lm::config::Config;
+use lm::train::{self, TrainOptions};
+
+/// Pretrain a small decoder LM and leave a dense trail of checkpoints.
+///
+/// Typical use, from the repository root: `lm train --config configs/smoke.toml`
+/// (or `just train smoke`). Checkpoints go to runs/<name>/checkpoints/.
+#[derive(Parser)]
+#[command(version, about, long_about)]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Subcommand)]
+enum Command {
+    /// Train the byte-level BPE tokenizer named in a config (on the corpus' train split).
+    Tokenizer {
+        /// Run config (TOML), e.g. configs/default.toml.
+        #[arg(long)]
+        config: PathBuf,
+    },
+    /// Train (or resume) the run a config describes.
+    Train {
+        /// Run config (TOML), e.g. configs/default.toml.
+        #[arg(long)]
+        config: PathBuf,
+        /// Run folder [default: runs/<name>].
+        #[arg(long)]
+        out: Option<PathBuf>,
+        /// Stop after this step (the run can be resumed later with the same command).
+        #[arg(long)]
+        stop_after: Option<u64>,
+        /// No progress bar.
+        #[arg(long)]
+        quiet: bool,
+    },
+    /// Print the parameter count and FLOPs per token of a config.
+    Info {
+        #[arg(long)]
+        config: PathBuf,
+    },
+}
+
+fn main() -> Result<()> {
+    match Cli::parse().command {
+        Command::Tokenizer { config } => {
+            let cfg = Config::load(&config)?;
+            let tok = train::tokenizer_for(&cfg)?;
+            println!("{}: vocab {} sha256 {}", tok.path.display(), tok.vocab_size(), tok.sha256);
+        }
+        Command::Train { config, out, stop_after, quiet } => {
+            let cfg = Config::load(&config)?;
+            let run_dir = out.unwrap_or_else(|| PathBuf::from("runs").join(&cfg.name));
+            let s = train::train(&cfg, &run_dir, &TrainOptions { stop_after, quiet })?;
+            if let Some(step) = s.resumed_from {
+                println!("resumed from step {step}");
+            }
+            println!(
+                "{}: {} params, steps {} -> {} in {:.1} s ({:.0} tokens/s), validation loss {:.4} -> {:.4}",
+                run_dir.display(),
+                s.n_params,
+                s.last_step - s.steps_run,
+                s.last_step,
+                s.wall_s,
+                s.tokens_per_s,
+                s.first_val_loss,
+                s.last_val_loss
+            );
+        }
+        Command::Info { config } => {
+            let cfg = Config::load(&config)?;
+            println!("{}: {} parameters, {:.1} MFLOP per training token", cfg.name, cfg.n_params(), cfg.train_flops_per_token() / 1e6);
+        }
+    }
+    Ok(())
+}

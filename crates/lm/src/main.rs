@@ -40,6 +40,26 @@ enum Command {
         #[arg(long)]
         quiet: bool,
     },
+    /// Score every checkpoint of a run on every task, keeping per-example records.
+    Eval {
+        /// Folder of checkpoints (step_*.json sidecars), e.g. runs/default/checkpoints.
+        #[arg(long)]
+        checkpoints: PathBuf,
+        /// Eval config (TOML).
+        #[arg(long, default_value = "configs/eval.toml")]
+        config: PathBuf,
+        /// Output folder [default: <checkpoints>/../eval].
+        #[arg(long)]
+        out: Option<PathBuf>,
+        /// Override the config's examples per task.
+        #[arg(long)]
+        max_examples: Option<usize>,
+        /// Override the config's number of few-shot examples.
+        #[arg(long)]
+        shots: Option<usize>,
+        #[arg(long)]
+        quiet: bool,
+    },
     /// Print the parameter count and FLOPs per token of a config.
     Info {
         #[arg(long)]
@@ -71,6 +91,23 @@ fn main() -> Result<()> {
                 s.tokens_per_s,
                 s.first_val_loss,
                 s.last_val_loss
+            );
+        }
+        Command::Eval { checkpoints, config, out, max_examples, shots, quiet } => {
+            let mut cfg = lm::eval::EvalConfig::load(&config)?;
+            cfg.max_examples = max_examples.unwrap_or(cfg.max_examples);
+            cfg.shots = shots.unwrap_or(cfg.shots);
+            let out = out.unwrap_or_else(|| checkpoints.parent().unwrap_or(&checkpoints).join("eval"));
+            let s = lm::eval::run(&checkpoints, &cfg, &out, quiet)?;
+            println!(
+                "{}: {} checkpoints ({} scored, {} up to date), {} examples each, {:.1} s scoring ({:.0} examples/s)",
+                s.out.display(),
+                s.checkpoints,
+                s.scored,
+                s.skipped,
+                s.examples_per_checkpoint,
+                s.scoring_s,
+                (s.scored * s.examples_per_checkpoint) as f64 / s.scoring_s.max(1e-9)
             );
         }
         Command::Info { config } => {

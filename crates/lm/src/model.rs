@@ -115,13 +115,23 @@ impl Gpt {
         }
     }
 
-    /// Logits [B, T, vocab] for tokens [B, T] (T <= context).
-    pub fn forward(&self, tokens: &Tensor, train: bool) -> Tensor {
+    /// Final hidden states [B, T, d_model] (after the last norm) for tokens [B, T], T <= context.
+    pub fn hidden(&self, tokens: &Tensor, train: bool) -> Tensor {
         let mut x = self.wte.forward(tokens);
         for block in &self.blocks {
             x = block.forward(&x, &self.rope, train);
         }
-        self.norm_f.forward(&x).matmul(&self.wte.ws.tr())
+        self.norm_f.forward(&x)
+    }
+
+    /// The tied output layer: logits [.., vocab] of hidden states [.., d_model].
+    pub fn head(&self, hidden: &Tensor) -> Tensor {
+        hidden.matmul(&self.wte.ws.tr())
+    }
+
+    /// Logits [B, T, vocab] for tokens [B, T] (T <= context).
+    pub fn forward(&self, tokens: &Tensor, train: bool) -> Tensor {
+        self.head(&self.hidden(tokens, train))
     }
 
     /// Mean next-token cross-entropy of `targets` [B, T] given `tokens` [B, T].

@@ -1,0 +1,52 @@
+//! `analysis`: fluctuation measures of a run's downstream scores.
+use clap::{Parser, Subcommand};
+use std::path::PathBuf;
+
+#[derive(Parser)]
+#[command(version, about = "Quantify task-level and example-level fluctuation of downstream scores over checkpoints")]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Subcommand)]
+enum Command {
+    /// Analyse a run folder (runs/<name>, with eval/tasks.parquet) or a folder of
+    /// lm-evaluation-harness results JSON files (one per checkpoint, `..._step<N>.json`).
+    Report {
+        dir: PathBuf,
+        /// Output folder [default: <dir>/analysis for runs; required for read-only harness folders].
+        #[arg(long)]
+        out: Option<PathBuf>,
+        /// Fraction of the last checkpoints that form the `final` window.
+        #[arg(long, default_value_t = 0.2)]
+        final_fraction: f64,
+        /// Bootstrap resamples over examples.
+        #[arg(long, default_value_t = 1000)]
+        bootstrap: usize,
+        /// Score on acc_norm instead of acc.
+        #[arg(long)]
+        acc_norm: bool,
+        /// Only tasks whose name contains one of these (comma-separated).
+        #[arg(long, value_delimiter = ',')]
+        tasks: Vec<String>,
+    },
+}
+
+fn main() -> anyhow::Result<()> {
+    let Command::Report { dir, out, final_fraction, bootstrap, acc_norm, tasks } = Cli::parse().command;
+    let mut input = analysis::report::load_input(&dir)?;
+    if !tasks.is_empty() {
+        let keep = |t: &str| tasks.iter().any(|k| t.contains(k.as_str()));
+        input.tasks.retain(|r| keep(&r.task));
+        input.examples.retain(|r| keep(&r.task));
+    }
+    let out = out.unwrap_or_else(|| dir.join("analysis"));
+    let opts = analysis::Options { final_fraction, bootstrap, use_acc_norm: acc_norm, ..Default::default() };
+    let (tm, _) = analysis::report::write(&input, &out, &opts)?;
+    print!("{}", analysis::report::render(&tm, "all"));
+    println!();
+    print!("{}", analysis::report::render(&tm, "final"));
+    println!("\n{}\ntables written to {}", analysis::report::LEGEND, out.display());
+    Ok(())
+}

@@ -1,0 +1,184 @@
+//! The fluctuation measures, on plain vectors.
+//!
+//! Task level, on a score series s_1..s_m ordered by checkpoint step: MTV (the paper's mean total
+//! variation, `theory::sequence::mtv`), the standard deviation of the series around its least-
+//! squares line in the step number (so uneven spacing is handled by the steps), the number of
+//! direction changes, the largest drop between consecutive checkpoints, and how much of the MTV
+//! binomial sampling noise alone would produce.
+//!
+//! Example level, on each example's 0/1 correctness over checkpoints: flips (right->wrong and
+//! wrong->right), the flip rate (= the example's MTV), the instability score of its outputs,
+//! whether it was learned and later forgotten, and whether it is stable over the final stage.
+
+use rand::SeedableRng;
+use rand_chacha::ChaCha8Rng;
+use theory::sequence::{exact_match, instability, mtv};
+
+/// Least-squares line of `y` against `x`; returns the residuals.
+pub fn detrend(x: &[f64], y: &[f64]) -> Vec<f64> {
+    let n = x.len() as f64;
+    let (mx, my) = (x.iter().sum::<f64>() / n, y.iter().sum::<f64>() / n);
+    let sxx: f64 = x.iter().map(|v| (v - mx).powi(2)).sum();
+    let sxy: f64 = x.iter().zip(y).map(|(a, b)| (a - mx) * (b - my)).sum();
+    let slope = if sxx > 0.0 { sxy / sxx } else { 0.0 };
+    x.iter().zip(y).map(|(a, b)| b - (my + slope * (a - mx))).collect()
+}
+
+/// Population standard deviation.
+pub fn sd(x: &[f64]) -> f64 {
+    let n = x.len() as f64;
+    let m = x.iter().sum::<f64>() / n;
+    (x.iter().map(|v| (v - m).powi(2)).sum::<f64>() / n).sqrt()
+}
+
+/// Number of sign changes between consecutive non-zero increments.
+pub fn direction_changes(x: &[f64]) -> usize {
+    let signs: Vec<f64> = x.windows(2).map(|w| w[1] - w[0]).filter(|d| *d != 0.0).map(f64::signum).collect();
+    signs.windows(2).filter(|w| w[0] != w[1]).count()
+}
+
+/// Largest fall `s_t - s_{t+1}` (0 if the series never falls) and the index t+1 where it lands.
+pub fn largest_drop(x: &[f64]) -> (f64, Option<usize>) {
+    x.windows(2).enumerate().fold((0.0, None), |best, (i, w)| if w[0] - w[1] > best.0 { (w[0] - w[1], Some(i + 1)) } else { best })
+}
+
+/// The last `fraction` of a series' points (at least `min` of them, at most all).
+pub fn final_window(m: usize, fraction: f64, min: usize) -> std::ops::Range<usize> {
+    let k = ((m as f64 * fraction).ceil() as usize).max(min).min(m);
+    m - k..m
+}
+
+#[derive(Debug, Clone, PartialEq, serde::Serialize)]
+pub struct NoiseTest {
+    /// Mean MTV of series made of the trend plus independent N(0, stderr_t^2) noise.
+    pub expected_mtv: f64,
+    /// Observed MTV / expected_mtv.
+    pub ratio: f64,
+    /// P(noise-only MTV >= observed), by simulation (add-one estimate).
+    pub p_value: f64,
+}
+
+/// Does the observed MTV exceed what the binomial sampling noise of each score predicts?
+/// Null: s_t = trend_t + e_t, e_t ~ N(0, se_t^2) independent, trend = least-squares line in the
+/// step. `sims` seeded simulations.
+pub fn noise_test(steps: &[f64], scores: &[f64], stderr: &[f64], sims: usize, seed: u64) -> Option<NoiseTest> {
+    let observed = mtv(scores)?;
+    if stderr.iter().any(|s| !s.is_finite()) {
+        return None;
+    }
+    let resid = detrend(steps, scores);
+    let trend: Vec<f64> = scores.iter().zip(&resid).map(|(s, r)| s - r).collect();
+    let mut rng = ChaCha8Rng::seed_from_u64(seed);
+    let (mut total, mut above) = (0.0, 0usize);
+    let mut sim = vec![0.0; scores.len()];
+    for _ in 0..sims {
+        for t in 0..scores.len() {
+            sim[t] = trend[t] + stderr[t] * theory::noise::std_normal(&mut rng);
+        }
+        let m = mtv(&sim).unwrap();
+        total += m;
+        above += usize::from(m >= observed);
+    }
+    let expected = total / sims as f64;
+    Some(NoiseTest { expected_mtv: expected, ratio: observed / expected, p_value: (1 + above) as f64 / (1 + sims) as f64 })
+}
+
+/// Per-example statistics of one example's correctness (and outputs) over checkpoints.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct ExampleStats {
+    pub flips_to_wrong: u32,
+    pub flips_to_right: u32,
+    /// flips / (m - 1): the example's MTV
+    pub flip_rate: f64,
+    /// instability score of the outputs under exact match
+    pub instability: f64,
+    pub learned_then_forgotten: bool,
+    /// index of the first checkpoint from which correctness never changes again
+    pub stable_from: usize,
+    pub final_correct: bool,
+}
+
+pub fn example_stats(correct: &[bool], outputs: &[&str]) -> ExampleStats {
+    let m = correct.len();
+    let mut s = ExampleStats::default();
+    for t in 1..m {
+        match (correct[t - 1], correct[t]) {
+            (true, false) => {
+                s.flips_to_wrong += 1;
+                s.learned_then_forgotten = true;
+                s.stable_from = t;
+            }
+            (false, true) => {
+                s.flips_to_right += 1;
+                s.stable_from = t;
+            }
+            _ => {}
+        }
+    }
+    if m >= 2 {
+        s.flip_rate = (s.flips_to_wrong + s.flips_to_right) as f64 / (m - 1) as f64;
+        s.instability = instability(outputs, |a, b| exact_match(a, b)).unwrap_or(0.0);
+    }
+    s.final_correct = correct.last().copied().unwrap_or(false);
+    s
+}
+
+/// q-quantile (linear interpolation, as numpy's default) of unsorted values.
+pub fn quantile(values: &[f64], q: f64) -> f64 {
+    let mut v = values.to_vec();
+    v.sort_by(|a, b| a.total_cmp(b));
+    if v.is_empty() {
+        return f64::NAN;
+    }
+    let pos = q * (v.len() - 1) as f64;
+    let (lo, hi) = (pos.floor() as usize, pos.ceil() as usize);
+    v[lo] + (v[hi] - v[lo]) * (pos - lo as f64)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn hand_worked_series() {
+        let x = [0.2, 0.5, 0.4, 0.4, 0.7, 0.3];
+        assert!((mtv(&x).unwrap() - (0.3 + 0.1 + 0.0 + 0.3 + 0.4) / 5.0).abs() < 1e-12);
+        assert_eq!(direction_changes(&x), 3); // up, down, (flat), up, down
+        let (d, at) = largest_drop(&x);
+        assert!((d - 0.4).abs() < 1e-12 && at == Some(5));
+        assert_eq!(largest_drop(&[0.1, 0.2]), (0.0, None));
+        let r = detrend(&[0., 1., 2., 3.], &[1., 3., 5., 7.]);
+        assert!(r.iter().all(|v| v.abs() < 1e-12));
+        assert_eq!(final_window(27, 0.2, 3), 21..27);
+        assert_eq!(final_window(4, 0.2, 3), 1..4);
+        assert!((quantile(&[3., 1., 2., 4.], 0.5) - 2.5).abs() < 1e-12);
+    }
+
+    #[test]
+    fn hand_worked_example() {
+        let c = [false, true, true, false, true, true];
+        let o = ["1", "0", "0", "2", "0", "0"];
+        let s = example_stats(&c, &o);
+        assert_eq!((s.flips_to_right, s.flips_to_wrong), (2, 1));
+        assert!((s.flip_rate - 0.6).abs() < 1e-12);
+        assert!((s.instability - 0.6).abs() < 1e-12);
+        assert!(s.learned_then_forgotten && s.final_correct);
+        assert_eq!(s.stable_from, 4);
+        // a wrong answer turning into another wrong answer: IS moves, MTV does not
+        let s = example_stats(&[false, false, false], &["1", "2", "3"]);
+        assert_eq!((s.flip_rate, s.instability, s.stable_from), (0.0, 1.0, 0));
+    }
+
+    #[test]
+    fn noise_alone_is_not_flagged_and_big_swings_are() {
+        let steps: Vec<f64> = (0..40).map(|t| t as f64).collect();
+        let se = vec![0.02; 40];
+        let mut rng = ChaCha8Rng::seed_from_u64(5);
+        let noisy: Vec<f64> = steps.iter().map(|t| 0.5 + 0.001 * t + 0.02 * theory::noise::std_normal(&mut rng)).collect();
+        let quiet = noise_test(&steps, &noisy, &se, 2000, 1).unwrap();
+        assert!(quiet.p_value > 0.01 && (quiet.ratio - 1.0).abs() < 0.35, "{quiet:?}");
+        let swings: Vec<f64> = steps.iter().map(|t| 0.5 + if (*t as usize) % 2 == 0 { 0.1 } else { -0.1 }).collect();
+        let loud = noise_test(&steps, &swings, &se, 2000, 1).unwrap();
+        assert!(loud.p_value < 0.001 && loud.ratio > 3.0, "{loud:?}");
+    }
+}

@@ -1,0 +1,150 @@
+//! Checkpoint averaging on hand-made safetensors files.
+
+use integrate::average::{average, exponential, uniform, Accumulate, Checkpoint};
+use safetensors::tensor::{Dtype, TensorView};
+use safetensors::SafeTensors;
+use std::path::{Path, PathBuf};
+
+fn bytes_of(dtype: Dtype, v: &[f64]) -> Vec<u8> {
+    match dtype {
+        Dtype::F32 => v.iter().flat_map(|&x| (x as f32).to_le_bytes()).collect(),
+        Dtype::F64 => v.iter().flat_map(|&x| x.to_le_bytes()).collect(),
+        Dtype::BF16 => v.iter().flat_map(|&x| half::bf16::from_f64(x).to_le_bytes()).collect(),
+        Dtype::F16 => v.iter().flat_map(|&x| half::f16::from_f64(x).to_le_bytes()).collect(),
+        _ => unreachable!(),
+    }
+}
+
+fn values_of(dtype: Dtype, b: &[u8]) -> Vec<f64> {
+    match dtype {
+        Dtype::F32 => b.chunks_exact(4).map(|c| f32::from_le_bytes(c.try_into().unwrap()) as f64).collect(),
+        Dtype::F64 => b.chunks_exact(8).map(|c| f64::from_le_bytes(c.try_into().unwrap())).collect(),
+        Dtype::BF16 => b.chunks_exact(2).map(|c| half::bf16::from_le_bytes([c[0], c[1]]).to_f64()).collect(),
+        Dtype::F16 => b.chunks_exact(2).map(|c| half::f16::from_le_bytes([c[0], c[1]]).to_f64()).collect(),
+        _ => unreachable!(),
+    }
+}
+
+/// Writes named tensors (dtype, shape, values) to a safetensors file.
+fn write(path: &Path, tensors: &[(&str, Dtype, Vec<usize>, Vec<f64>)]) {
+    let data: Vec<(String, Dtype, Vec<usize>, Vec<u8>)> = tensors.iter().map(|(n, d, s, v)| (n.to_string(), *d, s.clone(), bytes_of(*d, v))).collect();
+    let views: Vec<(String, TensorView)> = data.iter().map(|(n, d, s, b)| (n.clone(), TensorView::new(*d, s.clone(), b).unwrap())).collect();
+    safetensors::serialize_to_file(views, None, path).unwrap();
+}
+
+fn read(path: &Path, name: &str) -> (Dtype, Vec<f64>) {
+    let bytes = std::fs::read(path).unwrap();
+    let st = SafeTensors::deserialize(&bytes).unwrap();
+    let t = st.tensor(name).unwrap();
+    (t.dtype(), values_of(t.dtype(), t.data()))
+}
+
+fn open(paths: &[PathBuf]) -> Vec<Checkpoint> {
+    paths.iter().map(|p| Checkpoint::open(p).unwrap()).collect()
+}
+
+#[test]
+fn averaging_k_identical_checkpoints_returns_them_bit_exactly() {
+    let dir = tempfile::tempdir().unwrap();
+    let vals: Vec<f64> = (0..101).map(|i| (i as f64 * 0.37).sin() * 1e-3 + 1.0 / 3.0).collect();
+    let paths: Vec<PathBuf> = (0..5).map(|i| dir.path().join(format!("c{i}.safetensors"))).collect();
+    for p in &paths {
+        write(p, &[("w", Dtype::F32, vec![101], vals.clone()), ("h", Dtype::BF16, vec![1, 101], vals.clone())]);
+    }
+    let out = dir.path().join("avg.safetensors");
+    for acc in [Accumulate::F64, Accumulate::F32] {
+        average(&open(&paths), &uniform(5), acc, &out).unwrap();
+        let (a, b) = (std::fs::read(&paths[0]).unwrap(), std::fs::read(&out).unwrap());
+        let (sa, sb) = (SafeTensors::deserialize(&a).unwrap(), SafeTensors::deserialize(&b).unwrap());
+        for n in ["w", "h"] {
+            assert_eq!(sa.tensor(n).unwrap().data(), sb.tensor(n).unwrap().data(), "{n} changed");
+        }
+    }
+}
+
+#[test]
+fn the_average_of_two_known_tensors_is_the_hand_result_in_every_dtype() {
+    let dir = tempfile::tempdir().unwrap();
+    // values exactly representable in every dtype, and so are their means
+    let a = vec![1.0, -2.0, 0.5, 8.0, 0.0, -0.25];
+    let b = vec![3.0, 2.0, 1.5, -4.0, 1.0, -0.75];
+    let want = vec![2.0, 0.0, 1.0, 2.0, 0.5, -0.5];
+    for dtype in [Dtype::F32, Dtype::F64, Dtype::BF16, Dtype::F16] {
+        let (pa, pb) = (dir.path().join("a.safetensors"), dir.path().join("b.safetensors"));
+        write(&pa, &[("x", dtype, vec![2, 3], a.clone())]);
+        write(&pb, &[("x", dtype, vec![2, 3], b.clone())]);
+        let out = dir.path().join("o.safetensors");
+        average(&open(&[pa, pb]), &uniform(2), Accumulate::F64, &out).unwrap();
+        assert_eq!(read(&out, "x"), (dtype, want.clone()), "{dtype:?}");
+    }
+    // weighted and exponential weights, by hand: 0.25 a + 0.75 b
+    let (pa, pb) = (dir.path().join("a.safetensors"), dir.path().join("b.safetensors"));
+    write(&pa, &[("x", Dtype::F64, vec![6], a.clone())]);
+    write(&pb, &[("x", Dtype::F64, vec![6], b.clone())]);
+    let out = dir.path().join("w.safetensors");
+    average(&open(&[pa.clone(), pb.clone()]), &[0.25, 0.75], Accumulate::F64, &out).unwrap();
+    let hand: Vec<f64> = a.iter().zip(&b).map(|(x, y)| 0.25 * x + 0.75 * y).collect();
+    assert_eq!(read(&out, "x").1, hand);
+    let e = exponential(2, 2.0 / 3.0);
+    assert!((e[0] - 0.25).abs() < 1e-12 && (e[1] - 0.75).abs() < 1e-12);
+}
+
+fn only_inputs_left(dir: &Path, n: usize) {
+    let left: Vec<String> = std::fs::read_dir(dir).unwrap().map(|e| e.unwrap().file_name().to_string_lossy().into_owned()).collect();
+    assert_eq!(left.len(), n, "something partial left behind: {left:?}");
+}
+
+#[test]
+fn mismatches_and_truncation_are_refused_clearly_and_leave_nothing_behind() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    let base = d.join("base.safetensors");
+    write(&base, &[("a", Dtype::F32, vec![2, 2], vec![1.0; 4]), ("b", Dtype::F32, vec![3], vec![2.0; 3])]);
+    let cases: Vec<(&str, Vec<(&str, Dtype, Vec<usize>, Vec<f64>)>, &str)> = vec![
+        ("shape", vec![("a", Dtype::F32, vec![4], vec![1.0; 4]), ("b", Dtype::F32, vec![3], vec![2.0; 3])], "tensor `a` has shape [4]"),
+        ("name", vec![("a", Dtype::F32, vec![2, 2], vec![1.0; 4]), ("c", Dtype::F32, vec![3], vec![2.0; 3])], "tensor `b` is missing"),
+        ("dtype", vec![("a", Dtype::F32, vec![2, 2], vec![1.0; 4]), ("b", Dtype::F16, vec![3], vec![2.0; 3])], "tensor `b` has dtype F16"),
+    ];
+    for (what, tensors, msg) in cases {
+        let other = d.join(format!("{what}.safetensors"));
+        write(&other, &tensors);
+        let out = d.join("out.safetensors");
+        let err = format!("{:#}", average(&open(&[base.clone(), other.clone()]), &uniform(2), Accumulate::F64, &out).unwrap_err());
+        assert!(err.contains(msg) && err.contains(&format!("{what}.safetensors")), "{what}: {err}");
+        assert!(!out.exists());
+        std::fs::remove_file(&other).unwrap();
+    }
+    // a truncated input is refused when opened, naming the file
+    let t = d.join("trunc.safetensors");
+    let bytes = std::fs::read(&base).unwrap();
+    std::fs::write(&t, &bytes[..bytes.len() - 5]).unwrap();
+    let err = format!("{:#}", Checkpoint::open(&t).err().unwrap());
+    assert!(err.contains("trunc.safetensors") && err.contains("truncated or corrupt"), "{err}");
+    std::fs::remove_file(&t).unwrap();
+    // wrong weights
+    assert!(average(&open(&[base.clone(), base.clone()]), &[0.5, 0.6], Accumulate::F64, &d.join("o.safetensors")).is_err());
+    only_inputs_left(d, 1);
+}
+
+#[test]
+fn sharded_hugging_face_checkpoints_are_averaged_shard_by_shard() {
+    let dir = tempfile::tempdir().unwrap();
+    let mk = |name: &str, v: f64| {
+        let c = dir.path().join(name);
+        std::fs::create_dir_all(&c).unwrap();
+        write(&c.join("model-00001-of-00002.safetensors"), &[("layers.0.w", Dtype::BF16, vec![4], vec![v; 4])]);
+        write(&c.join("model-00002-of-00002.safetensors"), &[("layers.1.w", Dtype::BF16, vec![2], vec![2.0 * v; 2])]);
+        let index = serde_json::json!({"metadata": {"total_size": 12}, "weight_map": {"layers.0.w": "model-00001-of-00002.safetensors", "layers.1.w": "model-00002-of-00002.safetensors"}});
+        std::fs::write(c.join("model.safetensors.index.json"), index.to_string()).unwrap();
+        c
+    };
+    let (a, b) = (mk("a", 1.0), mk("b", 3.0));
+    let out = dir.path().join("avg");
+    let files = average(&open(&[a, b]), &uniform(2), Accumulate::F32, &out).unwrap();
+    assert_eq!(files.len(), 2);
+    assert_eq!(read(&out.join("model-00001-of-00002.safetensors"), "layers.0.w").1, vec![2.0; 4]);
+    assert_eq!(read(&out.join("model-00002-of-00002.safetensors"), "layers.1.w").1, vec![4.0; 2]);
+    assert!(out.join("model.safetensors.index.json").is_file());
+    let reopened = Checkpoint::open(&out).unwrap();
+    assert_eq!(reopened.weight_map.len(), 2);
+}

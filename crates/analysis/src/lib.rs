@@ -7,6 +7,7 @@
 //! selection regret; without it (lm-evaluation-harness results files) only the task level is
 //! computed. Definitions are in [`metrics`].
 
+pub mod compare;
 pub mod metrics;
 pub mod report;
 pub mod stream;

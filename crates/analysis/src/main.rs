@@ -31,10 +31,32 @@ enum Command {
         #[arg(long, value_delimiter = ',')]
         tasks: Vec<String>,
     },
+    /// Compare single checkpoints with averaged (eval-avg-k*/) and ensembled (ensembled/k*/)
+    /// ones of a run, over the steps they share; writes <run>/analysis/stability.{parquet,csv}.
+    Compare {
+        run: PathBuf,
+        #[arg(long, default_value_t = 1000)]
+        bootstrap: usize,
+    },
 }
 
 fn main() -> anyhow::Result<()> {
-    let Command::Report { dir, out, final_fraction, bootstrap, acc_norm, tasks } = Cli::parse().command;
+    let (dir, out, final_fraction, bootstrap, acc_norm, tasks) = match Cli::parse().command {
+        Command::Report { dir, out, final_fraction, bootstrap, acc_norm, tasks } => (dir, out, final_fraction, bootstrap, acc_norm, tasks),
+        Command::Compare { run, bootstrap } => {
+            let opts = analysis::Options { bootstrap, ..Default::default() };
+            let (rows, inputs) = analysis::compare::compare(&run, &opts)?;
+            let out = run.join("analysis");
+            let mut df = records::frame_of(&rows)?;
+            records::write_frame(&out.join("stability.parquet"), &mut df)?;
+            records::write_frame(&out.join("stability.csv"), &mut df)?;
+            let prov = serde_json::json!({"inputs": inputs, "bootstrap": bootstrap, "seed": opts.seed});
+            corpus::write_atomic(&out.join("stability.provenance.json"), serde_json::to_string_pretty(&prov)?.as_bytes())?;
+            print!("{}", analysis::compare::render(&rows));
+            println!("cost: forward passes per prediction relative to one checkpoint (averaging also reads k checkpoints once to build each model)");
+            return Ok(());
+        }
+    };
     let mut input = analysis::report::load_input(&dir)?;
     if !tasks.is_empty() {
         let keep = |t: &str| tasks.iter().any(|k| t.contains(k.as_str()));

@@ -68,13 +68,16 @@ pub fn run_checkpoints(dir: &Path) -> Result<Vec<RunCheckpoint>> {
     Ok(out)
 }
 
-/// Writes, for every window size k and every step t from the k-th checkpoint on, the uniform
+/// Writes, for every window size k and every step t from the k-th checkpoint on (or only the
+/// last `last` steps), the uniform
 /// average of the k checkpoints ending at t into `out/k<k>/step_NNNNNN.safetensors` with an
 /// lm-compatible sidecar. Existing outputs whose recorded inputs match are kept. Returns the
 /// number written and kept.
-pub fn sweep(ckpt_dir: &Path, windows: &[usize], accumulate: average::Accumulate, out: &Path, mut progress: impl FnMut(usize, usize)) -> Result<(usize, usize)> {
+pub fn sweep(ckpt_dir: &Path, windows: &[usize], last: Option<usize>, accumulate: average::Accumulate, out: &Path, mut progress: impl FnMut(usize, usize)) -> Result<(usize, usize)> {
     let ckpts = run_checkpoints(ckpt_dir)?;
-    let total: usize = windows.iter().map(|&k| ckpts.len().saturating_sub(k - 1)).sum();
+    // the first step that ends a window: the k-th checkpoint, or only the last `last` steps
+    let first_end = |k: usize| (k - 1).max(ckpts.len().saturating_sub(last.unwrap_or(usize::MAX)));
+    let total: usize = windows.iter().map(|&k| ckpts.len().saturating_sub(first_end(k.max(1)))).sum();
     let (mut written, mut kept) = (0, 0);
     for &k in windows {
         if k == 0 {
@@ -82,7 +85,7 @@ pub fn sweep(ckpt_dir: &Path, windows: &[usize], accumulate: average::Accumulate
         }
         let dir = out.join(format!("k{k}"));
         std::fs::create_dir_all(&dir).with_context(|| format!("{}: cannot create", dir.display()))?;
-        for end in k - 1..ckpts.len() {
+        for end in first_end(k)..ckpts.len() {
             let window = &ckpts[end + 1 - k..=end];
             let last = &window[k - 1];
             let stem = format!("step_{:06}", last.step);

@@ -40,6 +40,9 @@ enum Command {
         checkpoints: PathBuf,
         #[arg(long, value_delimiter = ',', default_value = "4,16")]
         windows: Vec<usize>,
+        /// Only the windows ending at the last N checkpoints (e.g. the final 20% of a run).
+        #[arg(long)]
+        last: Option<usize>,
         #[arg(long, value_enum, default_value = "f64")]
         accumulate: Accumulate,
         /// Output folder [default: <checkpoints>/../averaged]; one subfolder k<k> per window.
@@ -90,11 +93,11 @@ fn main() -> Result<()> {
             corpus::write_atomic(&spath, serde_json::to_string_pretty(&sidecar)?.as_bytes())?;
             println!("{}: average of {window} checkpoints in {secs:.2} s; sidecar {}", out.display(), spath.display());
         }
-        Command::Sweep { checkpoints, windows, accumulate, out } => {
+        Command::Sweep { checkpoints, windows, last, accumulate, out } => {
             let out = out.unwrap_or_else(|| checkpoints.parent().unwrap_or(&checkpoints).join("averaged"));
             let bar = indicatif::ProgressBar::new(0);
             bar.set_style(indicatif::ProgressStyle::with_template("averaging [{bar:30}] {pos}/{len} ETA {eta}").unwrap().progress_chars("=> "));
-            let (w, k) = integrate::sweep(&checkpoints, &windows, accumulate, &out, |done, total| {
+            let (w, k) = integrate::sweep(&checkpoints, &windows, last, accumulate, &out, |done, total| {
                 bar.set_length(total as u64);
                 bar.set_position(done as u64);
             })?;

@@ -198,3 +198,38 @@ pub fn run(ckpt_dir: &Path, cfg: &EvalConfig, out_dir: &Path, quiet: bool) -> Re
     corpus::write_atomic(&out_dir.join("provenance.json"), serde_json::to_string_pretty(&provenance)?.as_bytes())?;
     Ok(EvalSummary { checkpoints: ckpts.len(), scored, skipped, examples_per_checkpoint: n_examples, scoring_s, out: out_dir.to_owned() })
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::config::ModelConfig;
+    use tch::nn;
+
+    /// acc uses summed log-likelihoods, acc_norm divides each by its option's length in
+    /// characters (lm-evaluation-harness's `acc_norm`), and both come from the same scores.
+    #[test]
+    fn acc_norm_divides_by_the_option_length_in_characters() {
+        let dir = tempfile::tempdir().unwrap();
+        let text = std::fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/moby_dick_excerpt.txt")).unwrap();
+        std::fs::write(dir.path().join("t.txt"), &text).unwrap();
+        let tok = crate::tokenize::train(&dir.path().join("t.txt"), 300, &dir.path().join("tok.json")).unwrap();
+        tch::manual_seed(1);
+        let vs = nn::VarStore::new(Device::Cpu);
+        let c = ModelConfig { d_model: 32, n_layers: 1, n_heads: 4, d_ff: 64, context: 32, rope_theta: 1e4, norm_eps: 1e-5, init_std: 0.3, dropout: 0.0 };
+        let model = Gpt::new(&vs.root(), &c, tok.vocab_size());
+        let options = [" the whale", " a long and winding sentence about the sea", " ship"];
+        let ex = tasks::Example { id: "t/0".into(), choices: options.iter().map(|o| tasks::Choice { context: "Call me".into(), continuation: o.to_string() }).collect(), gold: 1 };
+        let info = tasks::TaskInfo { name: "t".into(), kind: Kind::MultipleChoice, file: "t.jsonl".into(), sha256: "0".repeat(64), examples: 1, chance: 1.0 / 3.0, source: String::new(), license: String::new() };
+        let cfg = EvalConfig { tasks: dir.path().into(), seed: 0, shots: 0, max_examples: 10, batch_tokens: 256 };
+        let prepared = prepare(&[Task { info, examples: vec![ex] }], &tok, &cfg).unwrap();
+        let rows = evaluate(&model, &tok, &prepared, 5, 256, Device::Cpu).unwrap();
+        let r = &rows[0];
+        assert_eq!(r.lengths_chars, options.iter().map(|o| o.chars().count() as u32).collect::<Vec<_>>());
+        let norm: Vec<f64> = r.logliks.iter().zip(&r.lengths_chars).map(|(l, &n)| l / n as f64).collect();
+        assert_eq!(r.predicted as usize, argmax(&r.logliks));
+        assert_eq!(r.predicted_norm as usize, argmax(&norm));
+        assert_eq!((r.correct, r.correct_norm), (r.predicted == 1, r.predicted_norm == 1));
+        // the long option has the lowest summed log-likelihood but not the lowest per character
+        assert_eq!(argmax(&r.logliks.iter().map(|v| -v).collect::<Vec<_>>()), 1);
+    }
+}

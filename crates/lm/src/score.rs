@@ -28,11 +28,12 @@ pub struct Scored {
     pub argmax: Vec<u32>,
 }
 
-/// Input tokens and the number of continuation positions at the end of the input.
+/// Input tokens and the number of continuation positions at the end of the input. A
+/// continuation longer than the context is scored on its last `context` tokens.
 fn layout(r: &Request, context: usize) -> Result<(Vec<i64>, Vec<i64>, usize)> {
-    let n = r.continuation.len();
-    if n == 0 || n > context {
-        bail!("continuation of {n} tokens does not fit a context of {context}");
+    let n = r.continuation.len().min(context);
+    if n == 0 {
+        bail!("empty continuation");
     }
     let full: Vec<i64> = r.context.iter().chain(&r.continuation).map(|&t| t as i64).collect();
     if full.len() < 2 {
@@ -137,6 +138,12 @@ mod tests {
         let cut = Request { context: long.context[long.context.len() - 11..].to_vec(), continuation: vec![3, 4] };
         let a = score(&m, &[long, cut], 64, Device::Cpu).unwrap();
         assert!((a[0].loglik - a[1].loglik).abs() < 1e-6);
-        assert!(score(&m, &[Request { context: vec![1], continuation: vec![2; 13] }], 64, Device::Cpu).is_err());
+        // a continuation longer than the context: its last `context` tokens are scored
+        let over = score(&m, &[Request { context: vec![1], continuation: (0..14).collect() }], 64, Device::Cpu).unwrap();
+        let tail = score(&m, &[Request { context: vec![1], continuation: (1..14).collect() }], 64, Device::Cpu).unwrap();
+        assert_eq!(over[0].argmax.len(), 12);
+        assert!((over[0].loglik - score(&m, &[Request { context: vec![0, 1], continuation: (2..14).collect() }], 64, Device::Cpu).unwrap()[0].loglik).abs() < 1e-6);
+        assert!(tail[0].loglik.is_finite());
+        assert!(score(&m, &[Request { context: vec![1], continuation: vec![] }], 64, Device::Cpu).is_err());
     }
 }

@@ -87,12 +87,8 @@ pub fn write(input: &Input, out: &Path, opts: &Options) -> Result<(Vec<TaskMetri
     }
     let provenance = serde_json::json!({
         "inputs": input.sources, "options": {"final_fraction": opts.final_fraction, "bootstrap": opts.bootstrap, "noise_sims": opts.noise_sims, "seed": opts.seed, "acc_norm": opts.use_acc_norm},
-        "git_commit": git_commit(),
+        "git_commit": corpus::provenance::git_commit(),
     });
     corpus::write_atomic(&out.join("provenance.json"), serde_json::to_string_pretty(&provenance)?.as_bytes())?;
     Ok((tm, em))
-}
-
-fn git_commit() -> String {
-    std::process::Command::new("git").args(["rev-parse", "HEAD"]).output().ok().filter(|o| o.status.success()).map_or("unknown".into(), |o| String::from_utf8_lossy(&o.stdout).trim().to_string())
 }

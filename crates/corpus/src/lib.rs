@@ -6,6 +6,7 @@
 //! Documents in the output files are separated by one blank line; no paragraph appears twice.
 
 pub mod clean;
+pub mod provenance;
 
 use anyhow::{bail, Context, Result};
 use serde::{Deserialize, Serialize};

@@ -14,26 +14,9 @@ pub mod ensemble;
 
 use anyhow::{bail, Context, Result};
 use serde_json::{json, Value};
-use sha2::{Digest, Sha256};
-use std::io::Read;
 use std::path::{Path, PathBuf};
 
-pub fn sha256_file(path: &Path) -> Result<String> {
-    let mut f = std::fs::File::open(path).with_context(|| format!("{}: cannot open", path.display()))?;
-    let mut h = Sha256::new();
-    let mut buf = vec![0u8; 1 << 20];
-    loop {
-        let n = f.read(&mut buf).with_context(|| format!("{}: cannot read", path.display()))?;
-        if n == 0 {
-            return Ok(hex::encode(h.finalize()));
-        }
-        h.update(&buf[..n]);
-    }
-}
-
-pub fn git_commit() -> String {
-    std::process::Command::new("git").args(["rev-parse", "HEAD"]).output().ok().filter(|o| o.status.success()).map_or("unknown".into(), |o| String::from_utf8_lossy(&o.stdout).trim().to_string())
-}
+pub use corpus::provenance::{git_commit, sha256_file};
 
 /// A checkpoint of an `lm` run: its sidecar (kept as JSON, so this crate needs no libtorch).
 #[derive(Debug, Clone)]

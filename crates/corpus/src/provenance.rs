@@ -1,0 +1,37 @@
+//! Where an output came from: file hashes and the git commit of the code that wrote it
+//! (shared by every crate that writes outputs).
+
+use anyhow::{Context, Result};
+use sha2::{Digest, Sha256};
+use std::io::Read;
+use std::path::Path;
+
+/// sha256 of a file's bytes, as lowercase hex.
+pub fn sha256_file(path: &Path) -> Result<String> {
+    let mut f = std::fs::File::open(path).with_context(|| format!("{}: cannot open", path.display()))?;
+    let mut h = Sha256::new();
+    let mut buf = vec![0u8; 1 << 20];
+    loop {
+        let n = f.read(&mut buf).with_context(|| format!("{}: cannot read", path.display()))?;
+        if n == 0 {
+            break;
+        }
+        h.update(&buf[..n]);
+    }
+    Ok(hex::encode(h.finalize()))
+}
+
+/// `git rev-parse HEAD` of the working tree, with `-dirty` if it has uncommitted changes to
+/// tracked files; `unknown` outside a git checkout.
+pub fn git_commit() -> String {
+    let run = |args: &[&str]| {
+        std::process::Command::new("git").args(args).output().ok().filter(|o| o.status.success()).map(|o| String::from_utf8_lossy(&o.stdout).trim().to_string())
+    };
+    match run(&["rev-parse", "HEAD"]) {
+        Some(c) => match run(&["status", "--porcelain", "--untracked-files=no"]) {
+            Some(s) if !s.is_empty() => format!("{c}-dirty"),
+            _ => c,
+        },
+        None => "unknown".into(),
+    }
+}

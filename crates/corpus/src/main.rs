@@ -1,4 +1,4 @@
-//! `corpus build`: cleans, deduplicates and splits the unpacked registry packages.
+//! `corpus`: cleans, deduplicates and splits the unpacked registry packages.
 use clap::Parser;
 use std::path::PathBuf;
 

@@ -58,7 +58,7 @@ pub fn render(metrics: &[TaskMetrics], window: &str) -> String {
             m.best_score,
             m.mtv,
             ci,
-            m.noise_ratio.map_or("-".into(), |r| format!("{r:.2}x")),
+            m.noise_ratio.filter(|r| r.is_finite()).map_or("-".into(), |r| format!("{r:.2}x")),
             m.noise_p_value.map_or("-".into(), |p| format!("{p:.3}")),
             m.direction_changes,
             m.largest_drop,

@@ -33,6 +33,8 @@ pub struct Checkpoint {
     maps: BTreeMap<String, Mmap>,
     /// tensor name -> shard file name
     pub weight_map: BTreeMap<String, String>,
+    /// tensor name -> (dtype, shape, byte range in its shard), read once from the headers
+    layout: HashMap<String, (Dtype, Vec<usize>, std::ops::Range<usize>)>,
     /// the index.json if sharded
     pub index: Option<serde_json::Value>,
 }
@@ -72,11 +74,14 @@ impl Checkpoint {
         };
         let mut maps = BTreeMap::new();
         let mut weight_map = BTreeMap::new();
+        let mut layout = HashMap::new();
         for f in files {
             let p = root.join(&f);
             let m = map(&p)?;
-            for name in parse(&p, &m)?.names() {
-                if weight_map.insert(name.to_string(), f.clone()).is_some() {
+            for (name, v) in parse(&p, &m)?.tensors() {
+                let start = v.data().as_ptr() as usize - m.as_ptr() as usize;
+                layout.insert(name.clone(), (v.dtype(), v.shape().to_vec(), start..start + v.data().len()));
+                if weight_map.insert(name.clone(), f.clone()).is_some() {
                     bail!("{}: tensor `{name}` appears in two shards", p.display());
                 }
             }
@@ -88,17 +93,12 @@ impl Checkpoint {
                 bail!("{}: the index lists {listed} tensors, the shards hold {}", root.display(), weight_map.len());
             }
         }
-        Ok(Checkpoint { source: path.to_path_buf(), root, maps, weight_map, index })
+        Ok(Checkpoint { source: path.to_path_buf(), root, maps, weight_map, layout, index })
     }
 
     fn tensor(&self, name: &str) -> Result<(Dtype, Vec<usize>, &[u8])> {
-        let shard = &self.weight_map[name];
-        let st = parse(&self.root.join(shard), &self.maps[shard])?;
-        let v = st.tensor(name).with_context(|| format!("{}: tensor `{name}` unreadable", self.root.join(shard).display()))?;
-        let bytes = v.data();
-        // re-borrow from the map for the lifetime of self
-        let off = bytes.as_ptr() as usize - self.maps[shard].as_ptr() as usize;
-        Ok((v.dtype(), v.shape().to_vec(), &self.maps[shard][off..off + bytes.len()]))
+        let Some((dtype, shape, range)) = self.layout.get(name) else { bail!("{}: tensor `{name}` missing", self.source.display()) };
+        Ok((*dtype, shape.clone(), &self.maps[&self.weight_map[name]][range.clone()]))
     }
 
     fn shard_path(&self, name: &str) -> PathBuf {

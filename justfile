@@ -62,14 +62,16 @@ bench-average k="4" mb="256": build
 bench-analysis m="1000" n="100000" tasks="5": build
     target/release/examples/bench_analysis {{m}} {{n}} {{tasks}}
 
-# the whole chain at the given size, each step skipping what is up to date:
-# data -> train -> eval -> average (k = 4, 16, final stage) -> eval averaged -> ensemble -> analysis
+# the whole chain at the given size, each step skipping what is up to date, then a summary:
+# data -> train -> eval -> average (k = 4, 16, final stage) -> eval averaged -> ensemble
+# -> analysis -> figures and tables -> paper
 reproduce size="default": data
     #!/usr/bin/env bash
     set -euo pipefail
     run=runs/{{size}}
     last={{ if size == "smoke" { "6" } else { "21" } }}
-    t0=$SECONDS; step() { echo "== $1 ($((SECONDS - t0)) s so far)"; }
+    t0=$SECONDS; names=(); secs=(); t=$SECONDS
+    step() { echo "== $1 ($((SECONDS - t0)) s so far)"; names+=("$1"); secs+=($SECONDS); }
     step train;     {{lm}} train --config configs/{{size}}.toml
     step eval;      {{lm}} eval --checkpoints $run/checkpoints
     step average;   target/release/integrate sweep --checkpoints $run/checkpoints --windows 4,16 --last $last
@@ -78,9 +80,35 @@ reproduce size="default": data
     done
     step ensemble;  target/release/integrate ensemble --eval $run/eval --windows 1,2,4,8,16
     step analysis;  target/release/analysis report $run
-    step compare;   target/release/analysis compare $run | tee $run/analysis/stability.txt
-    echo "== done in $((SECONDS - t0)) s; tables under $run/eval, $run/analysis"
+    step compare;   target/release/analysis compare $run > $run/analysis/stability.txt
+    step "figures and tables"; {{just_executable()}} --justfile {{justfile()}} _figures {{size}}
+    step paper;     {{just_executable()}} --justfile {{justfile()}} _paper {{size}}
+    secs+=($SECONDS)
+    echo "== summary of reproduce {{size}}"
+    for i in "${!names[@]}"; do printf '   %-22s %6d s\n' "${names[$i]}" $(( secs[i+1] - secs[i] )); done
+    printf '   %-22s %6d s\n' total $((SECONDS - t0))
+    echo "== tables under $run/eval and $run/analysis; figures in {{ if size == "default" { "figures/" } else { "runs/" + size + "/figures/" } }}; paper {{ if size == "default" { "paper/paper.md" } else { "runs/" + size + "/paper.md" } }}"
 
-# the Pythia runs of shared/external, task level (results files have no per-example data)
+# rebuild one figure or table from a run's tables: `just figure fig1_scores`, `just figure table3_claims smoke`
+figure name size="default": build
+    @test -f experiments/src/bin/{{name}}.rs -a "{{name}}" != paper || { echo "no figure or table named {{name}}; there are: $(ls experiments/src/bin | sed 's/[.]rs$//' | grep -v '^paper$' | tr '\n' ' ')" >&2; exit 2; }
+    target/release/{{name}} --run runs/{{size}} --out {{ if size == "default" { "figures" } else { "runs/" + size + "/figures" } }}
+
+# every figure and table of a run (one binary each, experiments/src/bin)
+figures size="default": build
+    {{just_executable()}} --justfile {{justfile()}} _figures {{size}}
+
+# the paper of a run: paper/template.md filled with its tables and figures
+paper size="default": build
+    {{just_executable()}} --justfile {{justfile()}} _figures {{size}}
+    {{just_executable()}} --justfile {{justfile()}} _paper {{size}}
+
+_figures size:
+    for b in $(ls experiments/src/bin | sed 's/[.]rs$//' | grep -v '^paper$'); do target/release/$b --run runs/{{size}} --out {{ if size == "default" { "figures" } else { "runs/" + size + "/figures" } }}; done
+
+_paper size:
+    target/release/paper --figures {{ if size == "default" { "figures" } else { "runs/" + size + "/figures" } }} --out {{ if size == "default" { "paper/paper.md" } else { "runs/" + size + "/paper.md" } }}
+
+# the Pythia runs vendored in data/external, task level (results files have no per-example data)
 pythia model="160m": build
-    target/release/analysis report ../shared/external/pythia-v1-zero-shot/pythia-{{model}}-deduped --out runs/external/pythia-{{model}}-deduped/analysis --tasks arc_easy,arc_challenge,piqa,sciq,winogrande,lambada_openai,logiqa,wsc
+    target/release/analysis report data/external/pythia-v1-zero-shot/pythia-{{model}}-deduped --out runs/external/pythia-{{model}}-deduped/analysis --tasks arc_easy,arc_challenge,piqa,sciq,winogrande,lambada_openai,logiqa,wsc

@@ -8,14 +8,14 @@
 
 use anyhow::{bail, Context, Result};
 use records::{ExampleRecord, TaskRecord};
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 use std::collections::BTreeSet;
 use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
 
 use crate::{analyse, Options};
 
-#[derive(Debug, Clone, Serialize, PartialEq)]
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
 pub struct StabilityRow {
     pub task: String,
     pub method: String,

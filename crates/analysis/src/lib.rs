@@ -16,7 +16,7 @@ use anyhow::{bail, Result};
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 use records::{ExampleRecord, TaskRecord};
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
 use std::collections::BTreeMap;
 
@@ -41,7 +41,7 @@ impl Default for Options {
 }
 
 /// One row per (task, window).
-#[derive(Debug, Clone, Serialize, PartialEq)]
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
 pub struct TaskMetrics {
     pub task: String,
     pub window: String,
@@ -77,7 +77,7 @@ pub struct TaskMetrics {
 }
 
 /// One row per (task, window, example).
-#[derive(Debug, Clone, Serialize, PartialEq)]
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
 pub struct ExampleMetrics {
     pub task: String,
     pub window: String,

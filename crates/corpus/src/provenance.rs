@@ -22,13 +22,14 @@ pub fn sha256_file(path: &Path) -> Result<String> {
 }
 
 /// `git rev-parse HEAD` of the working tree, with `-dirty` if it has uncommitted changes to
-/// tracked files; `unknown` outside a git checkout.
+/// tracked files other than the versioned outputs (`figures/`, the generated `paper/paper.*`),
+/// which are written from the code, not part of it; `unknown` outside a git checkout.
 pub fn git_commit() -> String {
     let run = |args: &[&str]| {
         std::process::Command::new("git").args(args).output().ok().filter(|o| o.status.success()).map(|o| String::from_utf8_lossy(&o.stdout).trim().to_string())
     };
     match run(&["rev-parse", "HEAD"]) {
-        Some(c) => match run(&["status", "--porcelain", "--untracked-files=no"]) {
+        Some(c) => match run(&["status", "--porcelain", "--untracked-files=no", "--", ".", ":(exclude)figures", ":(exclude)paper/paper.md", ":(exclude)paper/paper.provenance.json"]) {
             Some(s) if !s.is_empty() => format!("{c}-dirty"),
             _ => c,
         },

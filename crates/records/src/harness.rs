@@ -152,13 +152,13 @@ pub fn read_log_samples(path: &Path, task: &str, step: u64) -> Result<Vec<Exampl
 mod tests {
     use super::*;
 
-    const PYTHIA: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/../../../shared/external/pythia-v1-zero-shot");
+    const PYTHIA: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/../../data/external/pythia-v1-zero-shot");
 
     #[test]
     fn pythia_files_load_with_step_numbers_from_the_names() {
         let dir = Path::new(PYTHIA).join("pythia-160m-deduped");
         if !dir.is_dir() {
-            panic!("{} missing: the shared reference data is part of the workspace", dir.display());
+            panic!("{} missing: the vendored Pythia results (data/external) are part of the repository", dir.display());
         }
         let rows = read_results_dir(&dir).unwrap();
         let mut steps: Vec<u64> = rows.iter().map(|r| r.step).collect();

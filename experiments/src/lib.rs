@@ -1,0 +1,337 @@
+//! What the figure and table binaries share: reading a run's tables, and writing an output.
+//!
+//! Every binary in `src/bin/` makes one figure or table of `paper/` from the tables a run folder
+//! holds (`runs/<name>/eval`, `analysis`, `eval-avg-k*`, `ensembled/k*`, `train_log.csv`).
+//! [`Run`] reads them and remembers each file it read; [`Output`] writes the figure (SVG and PNG)
+//! or table (Markdown and CSV) with a provenance sidecar naming the command, the git commit, the
+//! run's config and the sha256 of every input. A file whose bytes would not change is left
+//! alone, so timestamps and hashes move only when the inputs do.
+
+pub mod plot;
+pub mod png;
+
+use analysis::compare::StabilityRow;
+use analysis::{ExampleMetrics, TaskMetrics};
+use anyhow::{bail, Context, Result};
+use records::{ExampleRecord, TaskRecord};
+use serde::de::DeserializeOwned;
+use serde::Deserialize;
+use std::cell::RefCell;
+use std::path::{Path, PathBuf};
+
+/// The common command line of the binaries: which run to read, where to write.
+#[derive(clap::Parser, Debug)]
+pub struct Args {
+    /// Run folder written by `just reproduce` (e.g. runs/smoke)
+    #[arg(long, default_value = "runs/default")]
+    pub run: PathBuf,
+    /// Folder the figure or table is written to
+    #[arg(long, default_value = "figures")]
+    pub out: PathBuf,
+    /// Folder of `pythia-<size>-deduped/` lm-evaluation-harness results (fig7, table3)
+    #[arg(long, default_value = "data/external/pythia-v1-zero-shot")]
+    pub pythia: PathBuf,
+}
+
+/// One row of `train_log.csv`.
+#[derive(Debug, Clone, Deserialize)]
+pub struct TrainLogRow {
+    pub step: u64,
+    pub tokens: u64,
+    pub lr: f64,
+    pub train_loss: Option<f64>,
+    pub grad_norm: Option<f64>,
+    pub val_loss: Option<f64>,
+}
+
+/// A run folder, and the list of files read from it so far.
+pub struct Run {
+    pub dir: PathBuf,
+    read: RefCell<Vec<PathBuf>>,
+}
+
+impl Run {
+    pub fn new(dir: &Path) -> Result<Run> {
+        if !dir.is_dir() {
+            bail!("{}: no such run folder; `just reproduce` writes one", dir.display());
+        }
+        let run = Run { dir: dir.to_path_buf(), read: RefCell::new(vec![]) };
+        if dir.join("config.toml").is_file() {
+            run.note(dir.join("config.toml"));
+        }
+        Ok(run)
+    }
+
+    fn note(&self, p: PathBuf) {
+        self.read.borrow_mut().push(p);
+    }
+
+    /// The path of a table, which must exist.
+    pub fn file(&self, rel: &str) -> Result<PathBuf> {
+        let p = self.dir.join(rel);
+        if !p.is_file() {
+            bail!("{}: missing; the pipeline step that writes it has not run (see `just reproduce`)", p.display());
+        }
+        self.note(p.clone());
+        Ok(p)
+    }
+
+    /// Per-(step, task) scores of one variant: `eval`, `eval-avg-k16`, `ensembled/k4`, ...
+    pub fn tasks(&self, variant: &str) -> Result<Vec<TaskRecord>> {
+        records::read_tasks(&self.file(&format!("{variant}/tasks.parquet"))?)
+    }
+
+    pub fn examples(&self, variant: &str) -> Result<Vec<ExampleRecord>> {
+        records::read_examples(&self.file(&format!("{variant}/examples.parquet"))?)
+    }
+
+    pub fn task_metrics(&self) -> Result<Vec<TaskMetrics>> {
+        read_csv(&self.file("analysis/task_metrics.csv")?)
+    }
+
+    pub fn example_metrics(&self) -> Result<Vec<ExampleMetrics>> {
+        read_csv(&self.file("analysis/example_metrics.csv")?)
+    }
+
+    pub fn stability(&self) -> Result<Vec<StabilityRow>> {
+        read_csv(&self.file("analysis/stability.csv")?)
+    }
+
+    pub fn train_log(&self) -> Result<Vec<TrainLogRow>> {
+        read_csv(&self.file("train_log.csv")?)
+    }
+
+    /// Every file read so far, in the order read, without repeats.
+    pub fn inputs(&self) -> Vec<PathBuf> {
+        let mut seen = vec![];
+        for p in self.read.borrow().iter() {
+            if !seen.contains(p) {
+                seen.push(p.clone());
+            }
+        }
+        seen
+    }
+
+    /// Record a file read outside the run folder (the Pythia results, a template).
+    pub fn also_read(&self, p: &Path) {
+        self.note(p.to_path_buf());
+    }
+}
+
+/// Reads a CSV file into rows; an empty file or a bad row names the file and the line.
+pub fn read_csv<T: DeserializeOwned>(path: &Path) -> Result<Vec<T>> {
+    let mut r = csv::Reader::from_path(path).with_context(|| format!("{}: cannot open", path.display()))?;
+    let rows = r.deserialize().collect::<std::result::Result<Vec<T>, _>>().with_context(|| format!("{}: malformed row", path.display()))?;
+    if rows.is_empty() {
+        bail!("{}: no rows", path.display());
+    }
+    Ok(rows)
+}
+
+/// The task names of a table, sorted.
+pub fn task_names<'a>(names: impl Iterator<Item = &'a str>) -> Vec<String> {
+    let mut t: Vec<String> = names.map(str::to_string).collect();
+    t.sort();
+    t.dedup();
+    t
+}
+
+/// `(steps, scores, stderrs)` of one task, in step order.
+pub fn curve(rows: &[TaskRecord], task: &str) -> (Vec<f64>, Vec<f64>, Vec<f64>) {
+    let mut r: Vec<&TaskRecord> = rows.iter().filter(|r| r.task == task).collect();
+    r.sort_by_key(|r| r.step);
+    (r.iter().map(|r| r.step as f64).collect(), r.iter().map(|r| r.acc).collect(), r.iter().map(|r| r.acc_stderr).collect())
+}
+
+/// The tasks of the Pythia results that every size has an accuracy for (as `just pythia`).
+pub const PYTHIA_TASKS: [&str; 8] = ["arc_easy", "arc_challenge", "piqa", "sciq", "winogrande", "lambada_openai", "logiqa", "wsc"];
+
+/// One Pythia model's lm-evaluation-harness results over training.
+pub struct PythiaModel {
+    /// e.g. `pythia-1.4b`
+    pub name: String,
+    pub params: f64,
+    /// rows of [`PYTHIA_TASKS`] only
+    pub rows: Vec<TaskRecord>,
+}
+
+/// "pythia-1.4b-deduped" -> 1.4e9
+pub fn pythia_params(name: &str) -> Option<f64> {
+    let size = name.strip_prefix("pythia-")?.split('-').next()?;
+    let (num, unit) = size.split_at(size.len().checked_sub(1)?);
+    Some(num.parse::<f64>().ok()? * match unit {
+        "m" => 1e6,
+        "b" => 1e9,
+        _ => return None,
+    })
+}
+
+/// Every `pythia-<size>-deduped/` folder under `dir`, smallest model first; each results file is
+/// recorded as an input of `run`.
+pub fn pythia_models(dir: &Path, run: &Run) -> Result<Vec<PythiaModel>> {
+    let mut dirs: Vec<PathBuf> = std::fs::read_dir(dir).with_context(|| format!("{}: cannot list", dir.display()))?.filter_map(|e| e.ok().map(|e| e.path())).filter(|p| p.is_dir()).collect();
+    dirs.sort();
+    let mut models = vec![];
+    for d in dirs {
+        let name = d.file_name().unwrap_or_default().to_string_lossy().to_string();
+        let Some(params) = pythia_params(&name) else { continue };
+        let mut files: Vec<PathBuf> = std::fs::read_dir(&d)?.filter_map(|e| e.ok().map(|e| e.path())).filter(|p| p.extension().is_some_and(|e| e == "json")).collect();
+        files.sort();
+        files.iter().for_each(|f| run.also_read(f));
+        let rows: Vec<TaskRecord> = records::harness::read_results_dir(&d)?.into_iter().filter(|r| PYTHIA_TASKS.contains(&r.task.as_str())).collect();
+        for t in PYTHIA_TASKS {
+            if !rows.iter().any(|r| r.task == t) {
+                bail!("{}: no results for {t}", d.display());
+            }
+        }
+        models.push(PythiaModel { name: name.trim_end_matches("-deduped").to_string(), params, rows });
+    }
+    if models.is_empty() {
+        bail!("{}: no pythia-<size>-deduped folders", dir.display());
+    }
+    models.sort_by(|a, b| a.params.total_cmp(&b.params));
+    Ok(models)
+}
+
+/// Where an output goes, and its provenance.
+pub struct Output {
+    pub dir: PathBuf,
+    pub name: String,
+}
+
+impl Output {
+    pub fn new(dir: &Path, name: &str) -> Result<Output> {
+        std::fs::create_dir_all(dir).with_context(|| format!("{}: cannot create", dir.display()))?;
+        Ok(Output { dir: dir.to_path_buf(), name: name.to_string() })
+    }
+
+    pub fn path(&self, ext: &str) -> PathBuf {
+        self.dir.join(format!("{}.{ext}", self.name))
+    }
+
+    /// Writes the figure as `<name>.svg` and `<name>.png`, and the sidecar.
+    pub fn figure(&self, fig: &impl plot::Figure, run: &Run) -> Result<()> {
+        let (svg, png) = plot::render(fig)?;
+        self.files(&[("svg", svg.into_bytes()), ("png", png)], run)
+    }
+
+    /// Writes the table as `<name>.md` (what the paper embeds) and `<name>.csv`, and the sidecar.
+    pub fn table(&self, markdown: &str, csv: &str, run: &Run) -> Result<()> {
+        self.files(&[("md", markdown.as_bytes().to_vec()), ("csv", csv.as_bytes().to_vec())], run)
+    }
+
+    /// Writes `<name>.<ext>` for each (ext, bytes), then the sidecar `<name>.provenance.json`.
+    pub fn files(&self, files: &[(&str, Vec<u8>)], run: &Run) -> Result<()> {
+        let mut outputs = vec![];
+        for (ext, bytes) in files {
+            if bytes.is_empty() {
+                bail!("{}: nothing to write", self.path(ext).display());
+            }
+            let p = self.path(ext);
+            let changed = write_if_changed(&p, bytes)?;
+            eprintln!("{} {}", if changed { "wrote    " } else { "unchanged" }, p.display());
+            outputs.push(serde_json::json!({"path": p, "sha256": sha256(bytes)}));
+        }
+        let inputs = run.inputs().into_iter().map(|p| Ok(serde_json::json!({"path": p, "sha256": corpus::provenance::sha256_file(&p)?}))).collect::<Result<Vec<_>>>()?;
+        let prov = serde_json::json!({
+            "output": self.name,
+            "command": std::env::args().collect::<Vec<_>>().join(" "),
+            "commit": corpus::provenance::git_commit(),
+            "run": run.dir,
+            "inputs": inputs,
+            "outputs": outputs,
+        });
+        write_if_changed(&self.path("provenance.json"), serde_json::to_string_pretty(&prov)?.as_bytes())?;
+        Ok(())
+    }
+}
+
+fn sha256(bytes: &[u8]) -> String {
+    use sha2::{Digest, Sha256};
+    hex::encode(Sha256::digest(bytes))
+}
+
+/// Writes through a temp file and a rename, unless the file already holds exactly these bytes.
+/// Returns whether it wrote.
+pub fn write_if_changed(path: &Path, bytes: &[u8]) -> Result<bool> {
+    if std::fs::read(path).map(|old| old == bytes).unwrap_or(false) {
+        return Ok(false);
+    }
+    corpus::write_atomic(path, bytes)?;
+    Ok(true)
+}
+
+/// A Markdown table from a header and rows of cells; columns of numbers are right-aligned.
+pub fn markdown_table(header: &[&str], rows: &[Vec<String>]) -> String {
+    let numeric = |c: usize| rows.iter().all(|r| r.get(c).is_some_and(|x| x.trim_matches('*').split('/').all(|p| p == "-" || p.parse::<f64>().is_ok())));
+    let align: String = (0..header.len()).map(|c| if c > 0 && numeric(c) { "---:|" } else { "---|" }).collect();
+    let mut s = format!("| {} |\n|{align}\n", header.join(" | "));
+    for r in rows {
+        s += &format!("| {} |\n", r.join(" | "));
+    }
+    s
+}
+
+/// A CSV text from a header and rows of cells.
+pub fn csv_text(header: &[&str], rows: &[Vec<String>]) -> Result<String> {
+    let mut w = csv::Writer::from_writer(vec![]);
+    w.write_record(header)?;
+    for r in rows {
+        w.write_record(r)?;
+    }
+    Ok(String::from_utf8(w.into_inner().map_err(|e| anyhow::anyhow!("{e}"))?)?)
+}
+
+/// Mean of a slice (NaN when empty).
+pub fn mean(x: &[f64]) -> f64 {
+    x.iter().sum::<f64>() / x.len() as f64
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn unchanged_bytes_leave_the_file_alone() {
+        let dir = tempfile::tempdir().unwrap();
+        let p = dir.path().join("a.txt");
+        assert!(write_if_changed(&p, b"one").unwrap());
+        let t0 = std::fs::metadata(&p).unwrap().modified().unwrap();
+        std::thread::sleep(std::time::Duration::from_millis(20));
+        assert!(!write_if_changed(&p, b"one").unwrap());
+        assert_eq!(std::fs::metadata(&p).unwrap().modified().unwrap(), t0);
+        assert!(write_if_changed(&p, b"two").unwrap());
+        assert_eq!(std::fs::read(&p).unwrap(), b"two");
+    }
+
+    #[test]
+    fn a_missing_table_names_the_file_and_the_step() {
+        let dir = tempfile::tempdir().unwrap();
+        let run = Run::new(dir.path()).unwrap();
+        let e = run.stability().unwrap_err().to_string();
+        assert!(e.contains("analysis/stability.csv") && e.contains("just reproduce"), "{e}");
+    }
+
+    #[test]
+    fn an_empty_csv_is_an_error_naming_it() {
+        let dir = tempfile::tempdir().unwrap();
+        let p = dir.path().join("train_log.csv");
+        std::fs::write(&p, "step,tokens,lr,train_loss,grad_norm,val_loss\n").unwrap();
+        let e = read_csv::<TrainLogRow>(&p).unwrap_err().to_string();
+        assert!(e.contains("train_log.csv") && e.contains("no rows"), "{e}");
+    }
+
+    #[test]
+    fn model_sizes_come_from_folder_names() {
+        assert_eq!(pythia_params("pythia-1.4b-deduped"), Some(1.4e9));
+        assert_eq!(pythia_params("pythia-70m-deduped"), Some(7e7));
+        assert_eq!(pythia_params("LICENSE"), None);
+        assert_eq!(pythia_params("pythia-"), None);
+    }
+
+    #[test]
+    fn markdown_tables_right_align_numbers() {
+        let t = markdown_table(&["task", "score", "lower", "note"], &[vec!["copa".into(), "**0.5**".into(), "3/8".into(), "k=4".into()]]);
+        assert_eq!(t, "| task | score | lower | note |\n|---|---:|---:|---|\n| copa | **0.5** | 3/8 | k=4 |\n");
+    }
+}

@@ -98,7 +98,7 @@ figure name size="default": build
 figures size="default": build
     {{just_executable()}} --justfile {{justfile()}} _figures {{size}}
 
-# the paper of a run: paper/template.md filled with its tables and figures
+# the paper of a run: paper/template.md filled with its tables and figures, as Markdown and PDF
 paper size="default": build
     {{just_executable()}} --justfile {{justfile()}} _figures {{size}}
     {{just_executable()}} --justfile {{justfile()}} _paper {{size}}
@@ -108,6 +108,14 @@ _figures size:
 
 _paper size:
     target/release/paper --figures {{ if size == "default" { "figures" } else { "runs/" + size + "/figures" } }} --out {{ if size == "default" { "paper/paper.md" } else { "runs/" + size + "/paper.md" } }}
+    @.venv/bin/python -c 'import markdown_pdf' 2>/dev/null || .venv/bin/pip install --quiet --disable-pip-version-check markdown-pdf==1.13.3 pymupdf==2.0
+    .venv/bin/python paper/pdf.py {{ if size == "default" { "paper/paper.md paper/paper.pdf" } else { "runs/" + size + "/paper.md runs/" + size + "/paper.pdf" } }}
+
+# execute the exploration notebooks against a run (installs Jupyter's runner into .venv):
+# `just notebooks smoke`; executed copies go to runs/<size>/notebooks/
+notebooks size="default": setup
+    @.venv/bin/python -c 'import nbclient, nbformat, ipykernel, matplotlib' 2>/dev/null || .venv/bin/pip install --quiet --disable-pip-version-check nbclient==0.11.0 nbformat==5.11.1 ipykernel==7.4.0 matplotlib==3.11.2
+    .venv/bin/python notebooks/run.py runs/{{size}}
 
 # the Pythia runs vendored in data/external, task level (results files have no per-example data)
 pythia model="160m": build

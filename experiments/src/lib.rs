@@ -53,9 +53,15 @@ pub struct Run {
 impl Run {
     pub fn new(dir: &Path) -> Result<Run> {
         if !dir.is_dir() {
-            bail!("{}: no such run folder; `just reproduce` writes one", dir.display());
+            bail!(
+                "{}: no such run folder; `just reproduce` writes one",
+                dir.display()
+            );
         }
-        let run = Run { dir: dir.to_path_buf(), read: RefCell::new(vec![]) };
+        let run = Run {
+            dir: dir.to_path_buf(),
+            read: RefCell::new(vec![]),
+        };
         if dir.join("config.toml").is_file() {
             run.note(dir.join("config.toml"));
         }
@@ -70,7 +76,10 @@ impl Run {
     pub fn file(&self, rel: &str) -> Result<PathBuf> {
         let p = self.dir.join(rel);
         if !p.is_file() {
-            bail!("{}: missing; the pipeline step that writes it has not run (see `just reproduce`)", p.display());
+            bail!(
+                "{}: missing; the pipeline step that writes it has not run (see `just reproduce`)",
+                p.display()
+            );
         }
         self.note(p.clone());
         Ok(p)
@@ -120,8 +129,12 @@ impl Run {
 
 /// Reads a CSV file into rows; an empty file or a bad row names the file and the line.
 pub fn read_csv<T: DeserializeOwned>(path: &Path) -> Result<Vec<T>> {
-    let mut r = csv::Reader::from_path(path).with_context(|| format!("{}: cannot open", path.display()))?;
-    let rows = r.deserialize().collect::<std::result::Result<Vec<T>, _>>().with_context(|| format!("{}: malformed row", path.display()))?;
+    let mut r =
+        csv::Reader::from_path(path).with_context(|| format!("{}: cannot open", path.display()))?;
+    let rows = r
+        .deserialize()
+        .collect::<std::result::Result<Vec<T>, _>>()
+        .with_context(|| format!("{}: malformed row", path.display()))?;
     if rows.is_empty() {
         bail!("{}: no rows", path.display());
     }
@@ -140,11 +153,24 @@ pub fn task_names<'a>(names: impl Iterator<Item = &'a str>) -> Vec<String> {
 pub fn curve(rows: &[TaskRecord], task: &str) -> (Vec<f64>, Vec<f64>, Vec<f64>) {
     let mut r: Vec<&TaskRecord> = rows.iter().filter(|r| r.task == task).collect();
     r.sort_by_key(|r| r.step);
-    (r.iter().map(|r| r.step as f64).collect(), r.iter().map(|r| r.acc).collect(), r.iter().map(|r| r.acc_stderr).collect())
+    (
+        r.iter().map(|r| r.step as f64).collect(),
+        r.iter().map(|r| r.acc).collect(),
+        r.iter().map(|r| r.acc_stderr).collect(),
+    )
 }
 
 /// The tasks of the Pythia results that every size has an accuracy for (as `just pythia`).
-pub const PYTHIA_TASKS: [&str; 8] = ["arc_easy", "arc_challenge", "piqa", "sciq", "winogrande", "lambada_openai", "logiqa", "wsc"];
+pub const PYTHIA_TASKS: [&str; 8] = [
+    "arc_easy",
+    "arc_challenge",
+    "piqa",
+    "sciq",
+    "winogrande",
+    "lambada_openai",
+    "logiqa",
+    "wsc",
+];
 
 /// One Pythia model's lm-evaluation-harness results over training.
 pub struct PythiaModel {
@@ -159,32 +185,55 @@ pub struct PythiaModel {
 pub fn pythia_params(name: &str) -> Option<f64> {
     let size = name.strip_prefix("pythia-")?.split('-').next()?;
     let (num, unit) = size.split_at(size.len().checked_sub(1)?);
-    Some(num.parse::<f64>().ok()? * match unit {
-        "m" => 1e6,
-        "b" => 1e9,
-        _ => return None,
-    })
+    Some(
+        num.parse::<f64>().ok()?
+            * match unit {
+                "m" => 1e6,
+                "b" => 1e9,
+                _ => return None,
+            },
+    )
 }
 
 /// Every `pythia-<size>-deduped/` folder under `dir`, smallest model first; each results file is
 /// recorded as an input of `run`.
 pub fn pythia_models(dir: &Path, run: &Run) -> Result<Vec<PythiaModel>> {
-    let mut dirs: Vec<PathBuf> = std::fs::read_dir(dir).with_context(|| format!("{}: cannot list", dir.display()))?.filter_map(|e| e.ok().map(|e| e.path())).filter(|p| p.is_dir()).collect();
+    let mut dirs: Vec<PathBuf> = std::fs::read_dir(dir)
+        .with_context(|| format!("{}: cannot list", dir.display()))?
+        .filter_map(|e| e.ok().map(|e| e.path()))
+        .filter(|p| p.is_dir())
+        .collect();
     dirs.sort();
     let mut models = vec![];
     for d in dirs {
-        let name = d.file_name().unwrap_or_default().to_string_lossy().to_string();
-        let Some(params) = pythia_params(&name) else { continue };
-        let mut files: Vec<PathBuf> = std::fs::read_dir(&d)?.filter_map(|e| e.ok().map(|e| e.path())).filter(|p| p.extension().is_some_and(|e| e == "json")).collect();
+        let name = d
+            .file_name()
+            .unwrap_or_default()
+            .to_string_lossy()
+            .to_string();
+        let Some(params) = pythia_params(&name) else {
+            continue;
+        };
+        let mut files: Vec<PathBuf> = std::fs::read_dir(&d)?
+            .filter_map(|e| e.ok().map(|e| e.path()))
+            .filter(|p| p.extension().is_some_and(|e| e == "json"))
+            .collect();
         files.sort();
         files.iter().for_each(|f| run.also_read(f));
-        let rows: Vec<TaskRecord> = records::harness::read_results_dir(&d)?.into_iter().filter(|r| PYTHIA_TASKS.contains(&r.task.as_str())).collect();
+        let rows: Vec<TaskRecord> = records::harness::read_results_dir(&d)?
+            .into_iter()
+            .filter(|r| PYTHIA_TASKS.contains(&r.task.as_str()))
+            .collect();
         for t in PYTHIA_TASKS {
             if !rows.iter().any(|r| r.task == t) {
                 bail!("{}: no results for {t}", d.display());
             }
         }
-        models.push(PythiaModel { name: name.trim_end_matches("-deduped").to_string(), params, rows });
+        models.push(PythiaModel {
+            name: name.trim_end_matches("-deduped").to_string(),
+            params,
+            rows,
+        });
     }
     if models.is_empty() {
         bail!("{}: no pythia-<size>-deduped folders", dir.display());
@@ -201,8 +250,12 @@ pub struct Output {
 
 impl Output {
     pub fn new(dir: &Path, name: &str) -> Result<Output> {
-        std::fs::create_dir_all(dir).with_context(|| format!("{}: cannot create", dir.display()))?;
-        Ok(Output { dir: dir.to_path_buf(), name: name.to_string() })
+        std::fs::create_dir_all(dir)
+            .with_context(|| format!("{}: cannot create", dir.display()))?;
+        Ok(Output {
+            dir: dir.to_path_buf(),
+            name: name.to_string(),
+        })
     }
 
     pub fn path(&self, ext: &str) -> PathBuf {
@@ -217,7 +270,13 @@ impl Output {
 
     /// Writes the table as `<name>.md` (what the paper embeds) and `<name>.csv`, and the sidecar.
     pub fn table(&self, markdown: &str, csv: &str, run: &Run) -> Result<()> {
-        self.files(&[("md", markdown.as_bytes().to_vec()), ("csv", csv.as_bytes().to_vec())], run)
+        self.files(
+            &[
+                ("md", markdown.as_bytes().to_vec()),
+                ("csv", csv.as_bytes().to_vec()),
+            ],
+            run,
+        )
     }
 
     /// Writes `<name>.<ext>` for each (ext, bytes), then the sidecar `<name>.provenance.json`.
@@ -229,10 +288,20 @@ impl Output {
             }
             let p = self.path(ext);
             let changed = write_if_changed(&p, bytes)?;
-            eprintln!("{} {}", if changed { "wrote    " } else { "unchanged" }, p.display());
+            eprintln!(
+                "{} {}",
+                if changed { "wrote    " } else { "unchanged" },
+                p.display()
+            );
             outputs.push(serde_json::json!({"path": p, "sha256": sha256(bytes)}));
         }
-        let inputs = run.inputs().into_iter().map(|p| Ok(serde_json::json!({"path": p, "sha256": corpus::provenance::sha256_file(&p)?}))).collect::<Result<Vec<_>>>()?;
+        let inputs = run
+            .inputs()
+            .into_iter()
+            .map(|p| {
+                Ok(serde_json::json!({"path": p, "sha256": corpus::provenance::sha256_file(&p)?}))
+            })
+            .collect::<Result<Vec<_>>>()?;
         let prov = serde_json::json!({
             "output": self.name,
             "command": std::env::args().collect::<Vec<_>>().join(" "),
@@ -241,7 +310,10 @@ impl Output {
             "inputs": inputs,
             "outputs": outputs,
         });
-        write_if_changed(&self.path("provenance.json"), serde_json::to_string_pretty(&prov)?.as_bytes())?;
+        write_if_changed(
+            &self.path("provenance.json"),
+            serde_json::to_string_pretty(&prov)?.as_bytes(),
+        )?;
         Ok(())
     }
 }
@@ -263,8 +335,18 @@ pub fn write_if_changed(path: &Path, bytes: &[u8]) -> Result<bool> {
 
 /// A Markdown table from a header and rows of cells; columns of numbers are right-aligned.
 pub fn markdown_table(header: &[&str], rows: &[Vec<String>]) -> String {
-    let numeric = |c: usize| rows.iter().all(|r| r.get(c).is_some_and(|x| x.trim_matches('*').split('/').all(|p| p == "-" || p.parse::<f64>().is_ok())));
-    let align: String = (0..header.len()).map(|c| if c > 0 && numeric(c) { "---:|" } else { "---|" }).collect();
+    let numeric = |c: usize| {
+        rows.iter().all(|r| {
+            r.get(c).is_some_and(|x| {
+                x.trim_matches('*')
+                    .split('/')
+                    .all(|p| p == "-" || p.parse::<f64>().is_ok())
+            })
+        })
+    };
+    let align: String = (0..header.len())
+        .map(|c| if c > 0 && numeric(c) { "---:|" } else { "---|" })
+        .collect();
     let mut s = format!("| {} |\n|{align}\n", header.join(" | "));
     for r in rows {
         s += &format!("| {} |\n", r.join(" | "));
@@ -279,7 +361,9 @@ pub fn csv_text(header: &[&str], rows: &[Vec<String>]) -> Result<String> {
     for r in rows {
         w.write_record(r)?;
     }
-    Ok(String::from_utf8(w.into_inner().map_err(|e| anyhow::anyhow!("{e}"))?)?)
+    Ok(String::from_utf8(
+        w.into_inner().map_err(|e| anyhow::anyhow!("{e}"))?,
+    )?)
 }
 
 /// Mean of a slice (NaN when empty).
@@ -309,7 +393,10 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let run = Run::new(dir.path()).unwrap();
         let e = run.stability().unwrap_err().to_string();
-        assert!(e.contains("analysis/stability.csv") && e.contains("just reproduce"), "{e}");
+        assert!(
+            e.contains("analysis/stability.csv") && e.contains("just reproduce"),
+            "{e}"
+        );
     }
 
     #[test]
@@ -331,7 +418,15 @@ mod tests {
 
     #[test]
     fn markdown_tables_right_align_numbers() {
-        let t = markdown_table(&["task", "score", "lower", "note"], &[vec!["copa".into(), "**0.5**".into(), "3/8".into(), "k=4".into()]]);
+        let t = markdown_table(
+            &["task", "score", "lower", "note"],
+            &[vec![
+                "copa".into(),
+                "**0.5**".into(),
+                "3/8".into(),
+                "k=4".into(),
+            ]],
+        );
         assert_eq!(t, "| task | score | lower | note |\n|---|---:|---:|---|\n| copa | **0.5** | 3/8 | k=4 |\n");
     }
 }

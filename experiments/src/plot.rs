@@ -3,7 +3,7 @@
 
 use anyhow::{anyhow, Result};
 use plotters::coord::types::RangedCoordf64;
-use plotters::coord::Shift;
+use plotters::coord::{CoordTranslate, Shift};
 use plotters::prelude::*;
 use std::sync::Once;
 
@@ -24,7 +24,8 @@ fn register_font() -> Result<()> {
     static ONCE: Once = Once::new();
     let mut result = Ok(());
     ONCE.call_once(|| {
-        result = plotters::style::register_font(SANS, FontStyle::Normal, FONT).map_err(|_| anyhow!("the bundled DejaVu Sans does not parse"));
+        result = plotters::style::register_font(SANS, FontStyle::Normal, FONT)
+            .map_err(|_| anyhow!("the bundled DejaVu Sans does not parse"));
     });
     result
 }
@@ -83,7 +84,11 @@ pub fn font(size: u32) -> TextStyle<'static> {
 
 /// A range around `values` with 8% padding (and a minimum width, so a flat line is not a crash).
 pub fn padded(values: impl Iterator<Item = f64>) -> std::ops::Range<f64> {
-    let (lo, hi) = values.filter(|v| v.is_finite()).fold((f64::INFINITY, f64::NEG_INFINITY), |(a, b), v| (a.min(v), b.max(v)));
+    let (lo, hi) = values
+        .filter(|v| v.is_finite())
+        .fold((f64::INFINITY, f64::NEG_INFINITY), |(a, b), v| {
+            (a.min(v), b.max(v))
+        });
     if !lo.is_finite() {
         return 0.0..1.0;
     }
@@ -92,7 +97,12 @@ pub fn padded(values: impl Iterator<Item = f64>) -> std::ops::Range<f64> {
 }
 
 /// Splits a root into a title strip and a grid of `rows x cols` panels.
-pub fn titled_grid<'a, DB: DrawingBackend>(root: &'a DrawingArea<DB, Shift>, title: &str, rows: usize, cols: usize) -> Result<Vec<DrawingArea<DB, Shift>>>
+pub fn titled_grid<'a, DB: DrawingBackend>(
+    root: &'a DrawingArea<DB, Shift>,
+    title: &str,
+    rows: usize,
+    cols: usize,
+) -> Result<Vec<DrawingArea<DB, Shift>>>
 where
     DB::ErrorType: 'static,
 {
@@ -100,8 +110,30 @@ where
     Ok(body.split_evenly((rows, cols)))
 }
 
-/// The axes every line chart uses: light grid, `x_fmt` for the x labels, 2 decimals on y.
-pub fn mesh<DB: DrawingBackend>(chart: &mut ChartContext<'_, DB, Cartesian2d<RangedCoordf64, RangedCoordf64>>, x_desc: &str, y_desc: &str, x_fmt: &dyn Fn(&f64) -> String) -> Result<()>
+/// A chart builder with the margins, label areas and caption every panel uses; `y_labels` is
+/// the width of the y label area (wider for long category names).
+pub fn panel<'a, 'b, DB: DrawingBackend>(
+    area: &'a DrawingArea<DB, Shift>,
+    caption: &str,
+    y_labels: u32,
+) -> ChartBuilder<'a, 'b, DB> {
+    let mut b = ChartBuilder::on(area);
+    b.caption(caption, font(22))
+        .margin(12)
+        .margin_right(28)
+        .x_label_area_size(48)
+        .y_label_area_size(y_labels);
+    b
+}
+
+/// The axes every linear chart uses: a light grid, and the given label formats.
+pub fn mesh<DB: DrawingBackend>(
+    chart: &mut ChartContext<'_, DB, Cartesian2d<RangedCoordf64, RangedCoordf64>>,
+    x_desc: &str,
+    y_desc: &str,
+    x_fmt: &dyn Fn(&f64) -> String,
+    y_fmt: &dyn Fn(&f64) -> String,
+) -> Result<()>
 where
     DB::ErrorType: 'static,
 {
@@ -112,7 +144,7 @@ where
         .x_labels(6)
         .y_labels(6)
         .x_label_formatter(x_fmt)
-        .y_label_formatter(&|v| format!("{v:.2}"))
+        .y_label_formatter(y_fmt)
         .label_style(font(16))
         .axis_desc_style(font(18))
         .light_line_style(TRANSPARENT)
@@ -124,4 +156,28 @@ where
 /// Integer labels, for step axes.
 pub fn int_label(v: &f64) -> String {
     format!("{v:.0}")
+}
+
+/// Two decimals, for accuracy axes.
+pub fn two_decimals(v: &f64) -> String {
+    format!("{v:.2}")
+}
+
+/// The legend box every chart uses, at `pos`, in `size` px type.
+pub fn legend<'a, DB: DrawingBackend + 'a, CT: CoordTranslate>(
+    chart: &mut ChartContext<'a, DB, CT>,
+    pos: SeriesLabelPosition,
+    size: u32,
+) -> Result<()>
+where
+    DB::ErrorType: 'static,
+{
+    chart
+        .configure_series_labels()
+        .label_font(font(size))
+        .background_style(WHITE.mix(0.85))
+        .border_style(BLACK)
+        .position(pos)
+        .draw()?;
+    Ok(())
 }

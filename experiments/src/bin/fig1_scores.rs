@@ -3,7 +3,9 @@
 
 use anyhow::{Context, Result};
 use clap::Parser;
-use experiments::plot::{color, font, int_label, mesh, padded, titled_grid, Figure};
+use experiments::plot::{
+    color, int_label, legend, mesh, padded, panel, titled_grid, two_decimals, Figure,
+};
 use experiments::{curve, task_names, Args, Output, Run};
 use plotters::coord::Shift;
 use plotters::prelude::*;
@@ -32,34 +34,66 @@ impl Figure for Fig {
         let panels = titled_grid(root, "Downstream accuracy at every checkpoint (band: ±1 standard error; shaded: final 20% of checkpoints)", 2, cols)?;
         for (i, (p, area)) in self.0.iter().zip(&panels).enumerate() {
             let x1 = *p.steps.last().unwrap_or(&1.0);
-            let yr = padded(p.scores.iter().zip(&p.stderr).flat_map(|(s, e)| [s - e, s + e]));
-            let mut chart = ChartBuilder::on(area)
-                .caption(format!("{} (best: step {})", p.task, p.best.0), font(22))
-                .margin(12)
-                .margin_right(28)
-                .x_label_area_size(48)
-                .y_label_area_size(64)
+            let yr = padded(
+                p.scores
+                    .iter()
+                    .zip(&p.stderr)
+                    .flat_map(|(s, e)| [s - e, s + e]),
+            );
+            let mut chart = panel(area, &format!("{} (best: step {})", p.task, p.best.0), 64)
                 .build_cartesian_2d(0f64..x1, yr.clone())?;
-            mesh(&mut chart, "training step", "accuracy", &int_label)?;
-            chart.draw_series(std::iter::once(Rectangle::new([(p.final_start, yr.start), (x1, yr.end)], RGBColor(235, 235, 235).filled())))?;
+            mesh(
+                &mut chart,
+                "training step",
+                "accuracy",
+                &int_label,
+                &two_decimals,
+            )?;
+            chart.draw_series(std::iter::once(Rectangle::new(
+                [(p.final_start, yr.start), (x1, yr.end)],
+                RGBColor(235, 235, 235).filled(),
+            )))?;
             let c = color(i);
-            let band: Vec<(f64, f64)> = p.steps.iter().zip(&p.scores).zip(&p.stderr).map(|((x, s), e)| (*x, s + e)).chain(p.steps.iter().zip(&p.scores).zip(&p.stderr).rev().map(|((x, s), e)| (*x, s - e))).collect();
+            let band: Vec<(f64, f64)> = p
+                .steps
+                .iter()
+                .zip(&p.scores)
+                .zip(&p.stderr)
+                .map(|((x, s), e)| (*x, s + e))
+                .chain(
+                    p.steps
+                        .iter()
+                        .zip(&p.scores)
+                        .zip(&p.stderr)
+                        .rev()
+                        .map(|((x, s), e)| (*x, s - e)),
+                )
+                .collect();
             chart.draw_series(std::iter::once(Polygon::new(band, c.mix(0.18).filled())))?;
             chart
-                .draw_series(LineSeries::new(p.steps.iter().copied().zip(p.scores.iter().copied()), c.stroke_width(2)))?
+                .draw_series(LineSeries::new(
+                    p.steps.iter().copied().zip(p.scores.iter().copied()),
+                    c.stroke_width(2),
+                ))?
                 .label("accuracy")
-                .legend(move |(x, y)| PathElement::new(vec![(x, y), (x + 24, y)], c.stroke_width(3)));
+                .legend(move |(x, y)| {
+                    PathElement::new(vec![(x, y), (x + 24, y)], c.stroke_width(3))
+                });
             chart
                 .draw_series(std::iter::once(Circle::new(p.best, 8, RED.filled())))?
                 .label("best checkpoint")
                 .legend(|(x, y)| Circle::new((x + 12, y), 6, RED.filled()));
             let last = (x1, *p.scores.last().unwrap_or(&0.0));
             chart
-                .draw_series(std::iter::once(TriangleMarker::new(last, 9, BLACK.filled())))?
+                .draw_series(std::iter::once(TriangleMarker::new(
+                    last,
+                    9,
+                    BLACK.filled(),
+                )))?
                 .label("final checkpoint")
                 .legend(|(x, y)| TriangleMarker::new((x + 12, y), 6, BLACK.filled()));
             if i == 0 {
-                chart.configure_series_labels().label_font(font(16)).background_style(WHITE.mix(0.85)).border_style(BLACK).position(SeriesLabelPosition::LowerRight).draw()?;
+                legend(&mut chart, SeriesLabelPosition::LowerRight, 16)?;
             }
         }
         Ok(())
@@ -74,9 +108,22 @@ fn main() -> Result<()> {
     let mut panels = vec![];
     for task in task_names(rows.iter().map(|r| r.task.as_str())) {
         let (steps, scores, stderr) = curve(&rows, &task);
-        let all = metrics.iter().find(|m| m.task == task && m.window == "all").with_context(|| format!("analysis/task_metrics.csv: no `all` row for {task}"))?;
-        let fin = metrics.iter().find(|m| m.task == task && m.window == "final").with_context(|| format!("analysis/task_metrics.csv: no `final` row for {task}"))?;
-        panels.push(Panel { task, steps, scores, stderr, best: (all.best_step as f64, all.best_score), final_start: fin.first_step as f64 });
+        let all = metrics
+            .iter()
+            .find(|m| m.task == task && m.window == "all")
+            .with_context(|| format!("analysis/task_metrics.csv: no `all` row for {task}"))?;
+        let fin = metrics
+            .iter()
+            .find(|m| m.task == task && m.window == "final")
+            .with_context(|| format!("analysis/task_metrics.csv: no `final` row for {task}"))?;
+        panels.push(Panel {
+            task,
+            steps,
+            scores,
+            stderr,
+            best: (all.best_step as f64, all.best_score),
+            final_start: fin.first_step as f64,
+        });
     }
     Output::new(&args.out, "fig1_scores")?.figure(&Fig(panels), &run)
 }

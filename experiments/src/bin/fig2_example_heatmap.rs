@@ -3,7 +3,7 @@
 
 use anyhow::Result;
 use clap::Parser;
-use experiments::plot::{color, font, int_label, titled_grid, Figure};
+use experiments::plot::{color, font, int_label, panel, titled_grid, Figure};
 use experiments::{task_names, Args, Output, Run};
 use plotters::coord::Shift;
 use plotters::prelude::*;
@@ -23,7 +23,13 @@ fn learned_at(c: &[bool]) -> usize {
 
 /// Rows sorted by learning checkpoint, then by how often they are correct (most first), then id.
 fn sort_rows(mut rows: Vec<(String, Vec<bool>)>) -> Vec<(String, Vec<bool>)> {
-    rows.sort_by_key(|(id, c)| (learned_at(c), std::cmp::Reverse(c.iter().filter(|&&x| x).count()), id.clone()));
+    rows.sort_by_key(|(id, c)| {
+        (
+            learned_at(c),
+            std::cmp::Reverse(c.iter().filter(|&&x| x).count()),
+            id.clone(),
+        )
+    });
     rows
 }
 
@@ -44,14 +50,13 @@ impl Figure for Fig {
         for (i, (p, area)) in self.0.iter().zip(&panels).enumerate() {
             let n = p.correct.len();
             let m = p.steps.len();
-            let dx = if m > 1 { p.steps[m - 1] - p.steps[m - 2] } else { 1.0 };
+            let dx = if m > 1 {
+                p.steps[m - 1] - p.steps[m - 2]
+            } else {
+                1.0
+            };
             let x1 = p.steps[m - 1] + dx;
-            let mut chart = ChartBuilder::on(area)
-                .caption(format!("{} ({} examples)", p.task, n), font(22))
-                .margin(12)
-                .margin_right(28)
-                .x_label_area_size(48)
-                .y_label_area_size(64)
+            let mut chart = panel(area, &format!("{} ({} examples)", p.task, n), 64)
                 .build_cartesian_2d(p.steps[0]..x1, 0f64..n as f64)?;
             chart
                 .configure_mesh()
@@ -65,7 +70,10 @@ impl Figure for Fig {
                 .label_style(font(16))
                 .axis_desc_style(font(18))
                 .draw()?;
-            chart.draw_series(std::iter::once(Rectangle::new([(p.steps[0], 0.0), (x1, n as f64)], RGBColor(236, 236, 236).filled())))?;
+            chart.draw_series(std::iter::once(Rectangle::new(
+                [(p.steps[0], 0.0), (x1, n as f64)],
+                RGBColor(236, 236, 236).filled(),
+            )))?;
             // one rectangle per run of consecutive correct checkpoints
             let c = color(i);
             let mut cells = vec![];
@@ -79,7 +87,10 @@ impl Figure for Fig {
                             t += 1;
                         }
                         let end = if t < m { p.steps[t] } else { x1 };
-                        cells.push(Rectangle::new([(p.steps[start], y), (end, y + 1.0)], c.filled()));
+                        cells.push(Rectangle::new(
+                            [(p.steps[start], y), (end, y + 1.0)],
+                            c.filled(),
+                        ));
                     } else {
                         t += 1;
                     }
@@ -97,16 +108,26 @@ fn main() -> Result<()> {
     let examples = run.examples("eval")?;
     let mut panels = vec![];
     for task in task_names(examples.iter().map(|r| r.task.as_str())) {
-        let mut steps: Vec<u64> = examples.iter().filter(|r| r.task == task).map(|r| r.step).collect();
+        let mut steps: Vec<u64> = examples
+            .iter()
+            .filter(|r| r.task == task)
+            .map(|r| r.step)
+            .collect();
         steps.sort_unstable();
         steps.dedup();
         let col: BTreeMap<u64, usize> = steps.iter().enumerate().map(|(i, s)| (*s, i)).collect();
         let mut by_id: BTreeMap<String, Vec<bool>> = BTreeMap::new();
         for r in examples.iter().filter(|r| r.task == task) {
-            by_id.entry(r.example_id.clone()).or_insert_with(|| vec![false; steps.len()])[col[&r.step]] = r.correct;
+            by_id
+                .entry(r.example_id.clone())
+                .or_insert_with(|| vec![false; steps.len()])[col[&r.step]] = r.correct;
         }
         let rows = sort_rows(by_id.into_iter().collect());
-        panels.push(Panel { task, steps: steps.iter().map(|&s| s as f64).collect(), correct: rows.into_iter().map(|(_, c)| c).collect() });
+        panels.push(Panel {
+            task,
+            steps: steps.iter().map(|&s| s as f64).collect(),
+            correct: rows.into_iter().map(|(_, c)| c).collect(),
+        });
     }
     Output::new(&args.out, "fig2_example_heatmap")?.figure(&Fig(panels), &run)
 }

@@ -4,7 +4,7 @@
 
 use anyhow::{Context, Result};
 use clap::Parser;
-use experiments::plot::{color, font, titled_grid, Figure};
+use experiments::plot::{color, legend, mesh, panel, titled_grid, two_decimals, Figure};
 use experiments::{mean, task_names, Args, Output, Run};
 use plotters::coord::Shift;
 use plotters::prelude::*;
@@ -25,7 +25,10 @@ fn histogram(rates: &[f64]) -> Vec<f64> {
     for r in rates {
         counts[((r / BIN).floor() as usize).min(bins - 1)] += 1;
     }
-    counts.into_iter().map(|c| c as f64 / rates.len() as f64).collect()
+    counts
+        .into_iter()
+        .map(|c| c as f64 / rates.len() as f64)
+        .collect()
 }
 
 struct Fig(Vec<Panel>);
@@ -40,40 +43,47 @@ impl Figure for Fig {
         DB::ErrorType: 'static,
     {
         let cols = self.0.len().div_ceil(2).max(1);
-        let x1 = self.0.iter().map(|p| p.hist.len() as f64 * BIN).fold(0.1, f64::max);
+        let x1 = self
+            .0
+            .iter()
+            .map(|p| p.hist.len() as f64 * BIN)
+            .fold(0.1, f64::max);
         let panels = titled_grid(root, "Per-example flip rate over all checkpoints (bars), its mean (dashed) and the MTV of the task score (solid)", 2, cols)?;
         for (i, (p, area)) in self.0.iter().zip(&panels).enumerate() {
-            let mut chart = ChartBuilder::on(area)
-                .caption(&p.task, font(22))
-                .margin(12)
-                .margin_right(28)
-                .x_label_area_size(48)
-                .y_label_area_size(64)
-                .build_cartesian_2d(0f64..x1, 0f64..1.0)?;
-            chart
-                .configure_mesh()
-                .x_desc("flip rate (flips per checkpoint transition)")
-                .y_desc("fraction of examples")
-                .x_labels(5)
-                .y_labels(6)
-                .x_label_formatter(&|v| format!("{v:.2}"))
-                .y_label_formatter(&|v| format!("{v:.1}"))
-                .label_style(font(16))
-                .axis_desc_style(font(16))
-                .light_line_style(TRANSPARENT)
-                .bold_line_style(RGBColor(225, 225, 225))
-                .draw()?;
+            let mut chart = panel(area, &p.task, 64).build_cartesian_2d(0f64..x1, 0f64..1.0)?;
+            mesh(
+                &mut chart,
+                "flip rate (flips per checkpoint transition)",
+                "fraction of examples",
+                &two_decimals,
+                &|v| format!("{v:.1}"),
+            )?;
             let c = color(i);
-            chart.draw_series(p.hist.iter().enumerate().map(|(b, &f)| Rectangle::new([(b as f64 * BIN, 0.0), ((b + 1) as f64 * BIN, f)], c.mix(0.75).filled())))?;
+            chart.draw_series(p.hist.iter().enumerate().map(|(b, &f)| {
+                Rectangle::new(
+                    [(b as f64 * BIN, 0.0), ((b + 1) as f64 * BIN, f)],
+                    c.mix(0.75).filled(),
+                )
+            }))?;
             chart
-                .draw_series(DashedLineSeries::new([(p.mean_flip, 0.0), (p.mean_flip, 1.0)], 10, 6, BLACK.stroke_width(2)))?
+                .draw_series(DashedLineSeries::new(
+                    [(p.mean_flip, 0.0), (p.mean_flip, 1.0)],
+                    10,
+                    6,
+                    BLACK.stroke_width(2),
+                ))?
                 .label(format!("mean flip rate {:.3}", p.mean_flip))
-                .legend(|(x, y)| PathElement::new(vec![(x, y), (x + 24, y)], BLACK.stroke_width(2)));
+                .legend(|(x, y)| {
+                    PathElement::new(vec![(x, y), (x + 24, y)], BLACK.stroke_width(2))
+                });
             chart
-                .draw_series(LineSeries::new([(p.task_mtv, 0.0), (p.task_mtv, 1.0)], RED.stroke_width(2)))?
+                .draw_series(LineSeries::new(
+                    [(p.task_mtv, 0.0), (p.task_mtv, 1.0)],
+                    RED.stroke_width(2),
+                ))?
                 .label(format!("task-score MTV {:.3}", p.task_mtv))
                 .legend(|(x, y)| PathElement::new(vec![(x, y), (x + 24, y)], RED.stroke_width(2)));
-            chart.configure_series_labels().label_font(font(15)).background_style(WHITE.mix(0.85)).border_style(BLACK).position(SeriesLabelPosition::UpperRight).draw()?;
+            legend(&mut chart, SeriesLabelPosition::UpperRight, 15)?;
         }
         Ok(())
     }
@@ -86,9 +96,21 @@ fn main() -> Result<()> {
     let tasks = run.task_metrics()?;
     let mut panels = vec![];
     for task in task_names(examples.iter().map(|e| e.task.as_str())) {
-        let rates: Vec<f64> = examples.iter().filter(|e| e.task == task && e.window == "all").map(|e| e.flip_rate).collect();
-        let tm = tasks.iter().find(|m| m.task == task && m.window == "all").with_context(|| format!("analysis/task_metrics.csv: no `all` row for {task}"))?;
-        panels.push(Panel { task, hist: histogram(&rates), mean_flip: mean(&rates), task_mtv: tm.mtv });
+        let rates: Vec<f64> = examples
+            .iter()
+            .filter(|e| e.task == task && e.window == "all")
+            .map(|e| e.flip_rate)
+            .collect();
+        let tm = tasks
+            .iter()
+            .find(|m| m.task == task && m.window == "all")
+            .with_context(|| format!("analysis/task_metrics.csv: no `all` row for {task}"))?;
+        panels.push(Panel {
+            task,
+            hist: histogram(&rates),
+            mean_flip: mean(&rates),
+            task_mtv: tm.mtv,
+        });
     }
     Output::new(&args.out, "fig3_flip_rates")?.figure(&Fig(panels), &run)
 }

@@ -4,7 +4,9 @@
 
 use anyhow::{bail, Result};
 use clap::Parser;
-use experiments::plot::{font, int_label, mesh, method_color, padded, titled_grid, Figure};
+use experiments::plot::{
+    int_label, legend, mesh, method_color, padded, panel, titled_grid, two_decimals, Figure,
+};
 use experiments::{curve, task_names, Args, Output, Run};
 use plotters::coord::Shift;
 use plotters::prelude::*;
@@ -39,28 +41,37 @@ impl Figure for Fig {
         let panels = titled_grid(root, "Final stage: single checkpoints vs checkpoint averaging and ensembling over the last k checkpoints", 2, cols)?;
         for (i, (p, area)) in self.0.iter().zip(&panels).enumerate() {
             let xs = p.curves[0].iter().map(|q| q.0);
-            let (x0, x1) = (xs.clone().fold(f64::INFINITY, f64::min), xs.fold(f64::NEG_INFINITY, f64::max));
+            let (x0, x1) = (
+                xs.clone().fold(f64::INFINITY, f64::min),
+                xs.fold(f64::NEG_INFINITY, f64::max),
+            );
             let yr = padded(p.curves.iter().flatten().map(|q| q.1));
-            let mut chart = ChartBuilder::on(area)
-                .caption(&p.task, font(22))
-                .margin(12)
-                .margin_right(28)
-                .x_label_area_size(48)
-                .y_label_area_size(64)
-                .build_cartesian_2d(x0..x1, yr)?;
-            mesh(&mut chart, "training step", "accuracy", &int_label)?;
+            let mut chart = panel(area, &p.task, 64).build_cartesian_2d(x0..x1, yr)?;
+            mesh(
+                &mut chart,
+                "training step",
+                "accuracy",
+                &int_label,
+                &two_decimals,
+            )?;
             for ((label, method, k, _), pts) in VARIANTS.iter().zip(&p.curves) {
                 let c = method_color(method);
                 let style = c.stroke_width(if *method == "single" { 2 } else { 3 });
                 let pts = pts.clone();
                 if *k == 4 {
-                    chart.draw_series(DashedLineSeries::new(pts, 10, 6, style))?.label(*label).legend(move |(x, y)| PathElement::new(vec![(x, y), (x + 10, y)], style));
+                    chart
+                        .draw_series(DashedLineSeries::new(pts, 10, 6, style))?
+                        .label(*label)
+                        .legend(move |(x, y)| PathElement::new(vec![(x, y), (x + 10, y)], style));
                 } else {
-                    chart.draw_series(LineSeries::new(pts, style))?.label(*label).legend(move |(x, y)| PathElement::new(vec![(x, y), (x + 24, y)], style));
+                    chart
+                        .draw_series(LineSeries::new(pts, style))?
+                        .label(*label)
+                        .legend(move |(x, y)| PathElement::new(vec![(x, y), (x + 24, y)], style));
                 }
             }
             if i == 0 {
-                chart.configure_series_labels().label_font(font(15)).background_style(WHITE.mix(0.85)).border_style(BLACK).position(SeriesLabelPosition::LowerRight).draw()?;
+                legend(&mut chart, SeriesLabelPosition::LowerRight, 15)?;
             }
         }
         Ok(())
@@ -70,24 +81,37 @@ impl Figure for Fig {
 fn main() -> Result<()> {
     let args = Args::parse();
     let run = Run::new(&args.run)?;
-    let tables = VARIANTS.iter().map(|v| run.tasks(v.3)).collect::<Result<Vec<_>>>()?;
+    let tables = VARIANTS
+        .iter()
+        .map(|v| run.tasks(v.3))
+        .collect::<Result<Vec<_>>>()?;
     let mut panels = vec![];
     for task in task_names(tables[0].iter().map(|r| r.task.as_str())) {
-        let curves: Vec<Vec<(f64, f64)>> = tables.iter().map(|t| {
-            let (s, a, _) = curve(t, &task);
-            s.into_iter().zip(a).collect()
-        }).collect();
+        let curves: Vec<Vec<(f64, f64)>> = tables
+            .iter()
+            .map(|t| {
+                let (s, a, _) = curve(t, &task);
+                s.into_iter().zip(a).collect()
+            })
+            .collect();
         if let Some(i) = curves.iter().position(|c| c.is_empty()) {
             // cloze tasks have no ensemble: there is no distribution over options to average
             eprintln!("{task}: not in {}; left out", VARIANTS[i].3);
             continue;
         }
         // the steps that every variant was scored at
-        let shared: Vec<f64> = curves[0].iter().map(|q| q.0).filter(|s| curves.iter().all(|c| c.iter().any(|q| q.0 == *s))).collect();
+        let shared: Vec<f64> = curves[0]
+            .iter()
+            .map(|q| q.0)
+            .filter(|s| curves.iter().all(|c| c.iter().any(|q| q.0 == *s)))
+            .collect();
         if shared.len() < 2 {
             bail!("{task}: fewer than two steps are shared by single, averaged and ensembled tables; run `just reproduce`");
         }
-        let curves = curves.into_iter().map(|c| c.into_iter().filter(|q| shared.contains(&q.0)).collect()).collect();
+        let curves = curves
+            .into_iter()
+            .map(|c| c.into_iter().filter(|q| shared.contains(&q.0)).collect())
+            .collect();
         panels.push(Panel { task, curves });
     }
     Output::new(&args.out, "fig4_integration")?.figure(&Fig(panels), &run)

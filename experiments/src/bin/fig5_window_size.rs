@@ -5,12 +5,16 @@
 use analysis::compare::StabilityRow;
 use anyhow::{bail, Result};
 use clap::Parser;
-use experiments::plot::{font, method_color, padded, titled_grid, Figure};
+use experiments::plot::{font, legend, method_color, padded, panel, titled_grid, Figure};
 use experiments::{mean, task_names, Args, Output, Run};
 use plotters::coord::Shift;
 use plotters::prelude::*;
 
-const METRICS: [&str; 3] = ["MTV of the task score", "mean example flip rate", "mean instability score (IS)"];
+const METRICS: [&str; 3] = [
+    "MTV of the task score",
+    "mean example flip rate",
+    "mean instability score (IS)",
+];
 
 fn metric(r: &StabilityRow, i: usize) -> Option<f64> {
     [Some(r.mtv), r.flip_rate, r.instability][i]
@@ -24,12 +28,39 @@ fn lines(rows: &[StabilityRow], i: usize) -> Lines {
     ["average", "ensemble"]
         .into_iter()
         .map(|method| {
-            let mut ks: Vec<usize> = rows.iter().filter(|r| r.method == method || r.method == "single").map(|r| r.k).collect();
+            let mut ks: Vec<usize> = rows
+                .iter()
+                .filter(|r| r.method == method || r.method == "single")
+                .map(|r| r.k)
+                .collect();
             ks.sort_unstable();
             ks.dedup();
-            let value = |task: &str, k: usize| rows.iter().find(|r| r.task == task && r.k == k && (r.method == method || (k == 1 && r.method == "single"))).and_then(|r| metric(r, i));
-            let per_task: Vec<Vec<(f64, f64)>> = tasks.iter().map(|t| ks.iter().filter_map(|&k| value(t, k).map(|v| ((k as f64).log2(), v))).collect()).collect();
-            let means = ks.iter().map(|&k| ((k as f64).log2(), mean(&tasks.iter().filter_map(|t| value(t, k)).collect::<Vec<_>>()))).collect();
+            let value = |task: &str, k: usize| {
+                rows.iter()
+                    .find(|r| {
+                        r.task == task
+                            && r.k == k
+                            && (r.method == method || (k == 1 && r.method == "single"))
+                    })
+                    .and_then(|r| metric(r, i))
+            };
+            let per_task: Vec<Vec<(f64, f64)>> = tasks
+                .iter()
+                .map(|t| {
+                    ks.iter()
+                        .filter_map(|&k| value(t, k).map(|v| ((k as f64).log2(), v)))
+                        .collect()
+                })
+                .collect();
+            let means = ks
+                .iter()
+                .map(|&k| {
+                    (
+                        (k as f64).log2(),
+                        mean(&tasks.iter().filter_map(|t| value(t, k)).collect::<Vec<_>>()),
+                    )
+                })
+                .collect();
             (method, per_task, means)
         })
         .collect()
@@ -49,22 +80,30 @@ impl Figure for Fig {
         let panels = titled_grid(root, "Fluctuation over the final stage against the number k of checkpoints integrated (k = 1: single checkpoints)", 1, 3)?;
         for ((title, lines), area) in METRICS.iter().zip(&self.0).zip(&panels) {
             // x is log2 k, labelled with k
-            let kmax = lines.iter().flat_map(|l| l.2.iter().map(|q| q.0)).fold(1.0, f64::max);
-            let yr = padded(lines.iter().flat_map(|l| l.1.iter().flatten().chain(&l.2)).map(|q| q.1));
+            let kmax = lines
+                .iter()
+                .flat_map(|l| l.2.iter().map(|q| q.0))
+                .fold(1.0, f64::max);
+            let yr = padded(
+                lines
+                    .iter()
+                    .flat_map(|l| l.1.iter().flatten().chain(&l.2))
+                    .map(|q| q.1),
+            );
             let yr = yr.start.max(0.0)..yr.end;
-            let mut chart = ChartBuilder::on(area)
-                .caption(*title, font(22))
-                .margin(12)
-                .margin_right(28)
-                .x_label_area_size(48)
-                .y_label_area_size(72)
-                .build_cartesian_2d(-0.2f64..kmax + 0.2, yr)?;
+            let mut chart = panel(area, title, 72).build_cartesian_2d(-0.2f64..kmax + 0.2, yr)?;
             chart
                 .configure_mesh()
                 .x_desc("window size k (checkpoints)")
                 .y_desc("mean over the final-stage steps")
                 .x_labels(kmax as usize + 1)
-                .x_label_formatter(&|v| if (v - v.round()).abs() < 1e-6 && *v >= 0.0 { format!("{}", 2f64.powi(v.round() as i32)) } else { String::new() })
+                .x_label_formatter(&|v| {
+                    if (v - v.round()).abs() < 1e-6 && *v >= 0.0 {
+                        format!("{}", 2f64.powi(v.round() as i32))
+                    } else {
+                        String::new()
+                    }
+                })
                 .y_label_formatter(&|v| format!("{v:.3}"))
                 .label_style(font(16))
                 .axis_desc_style(font(17))
@@ -79,10 +118,12 @@ impl Figure for Fig {
                 chart
                     .draw_series(LineSeries::new(means.clone(), c.stroke_width(4)))?
                     .label(format!("{method} (mean over tasks)"))
-                    .legend(move |(x, y)| PathElement::new(vec![(x, y), (x + 24, y)], c.stroke_width(4)));
+                    .legend(move |(x, y)| {
+                        PathElement::new(vec![(x, y), (x + 24, y)], c.stroke_width(4))
+                    });
                 chart.draw_series(means.iter().map(|&q| Circle::new(q, 6, c.filled())))?;
             }
-            chart.configure_series_labels().label_font(font(16)).background_style(WHITE.mix(0.85)).border_style(BLACK).position(SeriesLabelPosition::UpperRight).draw()?;
+            legend(&mut chart, SeriesLabelPosition::UpperRight, 16)?;
         }
         Ok(())
     }
@@ -93,7 +134,10 @@ fn main() -> Result<()> {
     let run = Run::new(&args.run)?;
     let rows = run.stability()?;
     if !rows.iter().any(|r| r.method != "single") {
-        bail!("{}: analysis/stability.csv has no averaged or ensembled rows; run `just reproduce`", run.dir.display());
+        bail!(
+            "{}: analysis/stability.csv has no averaged or ensembled rows; run `just reproduce`",
+            run.dir.display()
+        );
     }
     let fig = Fig((0..METRICS.len()).map(|i| lines(&rows, i)).collect());
     Output::new(&args.out, "fig5_window_size")?.figure(&fig, &run)

@@ -4,14 +4,17 @@
 
 use anyhow::{bail, Result};
 use clap::Parser;
-use experiments::plot::{color, font, int_label, mesh, padded, titled_grid, Figure};
+use experiments::plot::{
+    color, font, int_label, legend, mesh, padded, panel, titled_grid, two_decimals, Figure,
+};
 use experiments::{curve, task_names, Args, Output, Run};
 use plotters::coord::Shift;
 use plotters::prelude::*;
 
 /// Sum of |increments| over (max - min); None for a constant curve.
 fn roughness(y: &[f64]) -> Option<f64> {
-    let span = y.iter().cloned().fold(f64::NEG_INFINITY, f64::max) - y.iter().cloned().fold(f64::INFINITY, f64::min);
+    let span = y.iter().cloned().fold(f64::NEG_INFINITY, f64::max)
+        - y.iter().cloned().fold(f64::INFINITY, f64::min);
     let tv: f64 = y.windows(2).map(|w| (w[1] - w[0]).abs()).sum();
     (span > 1e-12).then(|| tv / span)
 }
@@ -32,29 +35,50 @@ impl Figure for Fig {
     where
         DB::ErrorType: 'static,
     {
-        let panels = titled_grid(root, "Validation loss is smooth, downstream scores are not (same checkpoints)", 1, 3)?;
+        let panels = titled_grid(
+            root,
+            "Validation loss is smooth, downstream scores are not (same checkpoints)",
+            1,
+            3,
+        )?;
         let x1 = self.loss.last().map_or(1.0, |q| q.0);
-        let mut chart = ChartBuilder::on(&panels[0]).caption("validation loss", font(22)).margin(12).margin_right(28).x_label_area_size(48).y_label_area_size(64).build_cartesian_2d(0f64..x1, padded(self.loss.iter().map(|q| q.1)))?;
-        mesh(&mut chart, "training step", "cross-entropy (nats/token)", &int_label)?;
+        let mut chart = panel(&panels[0], "validation loss", 64)
+            .build_cartesian_2d(0f64..x1, padded(self.loss.iter().map(|q| q.1)))?;
+        mesh(
+            &mut chart,
+            "training step",
+            "cross-entropy (nats/token)",
+            &int_label,
+            &two_decimals,
+        )?;
         chart.draw_series(LineSeries::new(self.loss.clone(), BLACK.stroke_width(3)))?;
 
-        let mut chart = ChartBuilder::on(&panels[1]).caption("downstream accuracy", font(22)).margin(12).margin_right(28).x_label_area_size(48).y_label_area_size(64).build_cartesian_2d(0f64..x1, padded(self.scores.iter().flat_map(|s| s.1.iter().map(|q| q.1))))?;
-        mesh(&mut chart, "training step", "accuracy", &int_label)?;
+        let mut chart = panel(&panels[1], "downstream accuracy", 64).build_cartesian_2d(
+            0f64..x1,
+            padded(self.scores.iter().flat_map(|s| s.1.iter().map(|q| q.1))),
+        )?;
+        mesh(
+            &mut chart,
+            "training step",
+            "accuracy",
+            &int_label,
+            &two_decimals,
+        )?;
         for (i, (task, pts)) in self.scores.iter().enumerate() {
             let c = color(i);
-            chart.draw_series(LineSeries::new(pts.clone(), c.stroke_width(2)))?.label(task.as_str()).legend(move |(x, y)| PathElement::new(vec![(x, y), (x + 24, y)], c.stroke_width(3)));
+            chart
+                .draw_series(LineSeries::new(pts.clone(), c.stroke_width(2)))?
+                .label(task.as_str())
+                .legend(move |(x, y)| {
+                    PathElement::new(vec![(x, y), (x + 24, y)], c.stroke_width(3))
+                });
         }
-        chart.configure_series_labels().label_font(font(14)).background_style(WHITE.mix(0.8)).border_style(BLACK).position(SeriesLabelPosition::UpperLeft).draw()?;
+        legend(&mut chart, SeriesLabelPosition::UpperLeft, 14)?;
 
         // horizontal bars, one per curve, the loss at the top
         let n = self.rough.len();
         let top = self.rough.iter().map(|r| r.1).fold(1.0, f64::max) * 1.5;
-        let mut chart = ChartBuilder::on(&panels[2])
-            .caption("total variation / (max - min)", font(22))
-            .margin(12)
-            .margin_right(28)
-            .x_label_area_size(48)
-            .y_label_area_size(190)
+        let mut chart = panel(&panels[2], "total variation / (max - min)", 190)
             .build_cartesian_2d((0.8f64..top).log_scale(), 0f64..n as f64)?;
         let names: Vec<String> = self.rough.iter().map(|r| r.0.clone()).collect();
         chart
@@ -63,7 +87,11 @@ impl Figure for Fig {
             .y_labels(n * 2 + 1)
             .y_label_formatter(&|v| {
                 let i = n as f64 - v - 0.5;
-                if (i - i.round()).abs() < 0.01 && i >= 0.0 && (i.round() as usize) < n { names[i.round() as usize].clone() } else { String::new() }
+                if (i - i.round()).abs() < 0.01 && i >= 0.0 && (i.round() as usize) < n {
+                    names[i.round() as usize].clone()
+                } else {
+                    String::new()
+                }
             })
             .x_desc("ratio, log scale (1 = monotone)")
             .x_label_formatter(&|v| format!("{v:.0}"))
@@ -73,7 +101,11 @@ impl Figure for Fig {
             .light_line_style(TRANSPARENT)
             .draw()?;
         chart.draw_series(self.rough.iter().enumerate().map(|(i, (name, r))| {
-            let c = if name == "validation loss" { BLACK } else { color(self.scores.iter().position(|s| &s.0 == name).unwrap_or(0)) };
+            let c = if name == "validation loss" {
+                BLACK
+            } else {
+                color(self.scores.iter().position(|s| &s.0 == name).unwrap_or(0))
+            };
             let y = (n - 1 - i) as f64;
             Rectangle::new([(0.8, y + 0.15), (*r, y + 0.85)], c.filled())
         }))?;
@@ -86,12 +118,21 @@ fn main() -> Result<()> {
     let run = Run::new(&args.run)?;
     let log = run.train_log()?;
     let tasks = run.tasks("eval")?;
-    let loss: Vec<(f64, f64)> = log.iter().filter_map(|r| r.val_loss.map(|v| (r.step as f64, v))).collect();
+    let loss: Vec<(f64, f64)> = log
+        .iter()
+        .filter_map(|r| r.val_loss.map(|v| (r.step as f64, v)))
+        .collect();
     if loss.len() < 2 {
-        bail!("{}: fewer than two validation losses in train_log.csv", run.dir.display());
+        bail!(
+            "{}: fewer than two validation losses in train_log.csv",
+            run.dir.display()
+        );
     }
     let mut scores = vec![];
-    let mut rough = vec![("validation loss".to_string(), roughness(&loss.iter().map(|q| q.1).collect::<Vec<_>>()).unwrap_or(1.0))];
+    let mut rough = vec![(
+        "validation loss".to_string(),
+        roughness(&loss.iter().map(|q| q.1).collect::<Vec<_>>()).unwrap_or(1.0),
+    )];
     for task in task_names(tasks.iter().map(|r| r.task.as_str())) {
         let (s, a, _) = curve(&tasks, &task);
         if let Some(r) = roughness(&a) {
@@ -101,7 +142,14 @@ fn main() -> Result<()> {
         }
         scores.push((task, s.into_iter().zip(a).collect()));
     }
-    Output::new(&args.out, "fig6_loss_vs_scores")?.figure(&Fig { loss, scores, rough }, &run)
+    Output::new(&args.out, "fig6_loss_vs_scores")?.figure(
+        &Fig {
+            loss,
+            scores,
+            rough,
+        },
+        &run,
+    )
 }
 
 #[cfg(test)]

@@ -6,14 +6,20 @@
 use analysis::TaskMetrics;
 use anyhow::{Context, Result};
 use clap::Parser;
-use experiments::plot::{color, font, titled_grid, Figure};
-use experiments::{Args, curve, mean, pythia_models, Output, Run};
+use experiments::plot::{color, font, legend, panel, titled_grid, Figure};
+use experiments::{curve, mean, pythia_models, Args, Output, Run};
 use plotters::coord::Shift;
 use plotters::prelude::*;
 
 /// the six drawn (logiqa and wsc are in the claims table)
-const TASKS: [&str; 6] = ["arc_easy", "arc_challenge", "piqa", "sciq", "winogrande", "lambada_openai"];
-
+const TASKS: [&str; 6] = [
+    "arc_easy",
+    "arc_challenge",
+    "piqa",
+    "sciq",
+    "winogrande",
+    "lambada_openai",
+];
 
 struct Model {
     name: String,
@@ -37,8 +43,11 @@ impl Figure for Fig {
     {
         let panels = titled_grid(root, "Pythia (deduped), zero-shot lm-evaluation-harness scores over training, and their final-stage fluctuation by model size", 2, 4)?;
         for (t, task) in TASKS.iter().enumerate() {
-            let yr = experiments::plot::padded(self.0.iter().flat_map(|m| m.curves[t].1.iter().copied()));
-            let mut chart = ChartBuilder::on(&panels[t]).caption(*task, font(22)).margin(12).margin_right(28).x_label_area_size(48).y_label_area_size(64).build_cartesian_2d((1f64..2e5).log_scale(), yr)?;
+            let yr = experiments::plot::padded(
+                self.0.iter().flat_map(|m| m.curves[t].1.iter().copied()),
+            );
+            let mut chart =
+                panel(&panels[t], task, 64).build_cartesian_2d((1f64..2e5).log_scale(), yr)?;
             chart
                 .configure_mesh()
                 .x_desc("training step + 1 (log scale)")
@@ -52,28 +61,58 @@ impl Figure for Fig {
                 .draw()?;
             for (i, m) in self.0.iter().enumerate() {
                 let c = color(i);
-                let pts: Vec<(f64, f64)> = m.curves[t].0.iter().map(|s| s + 1.0).zip(m.curves[t].1.iter().copied()).collect();
-                chart.draw_series(LineSeries::new(pts, c.stroke_width(2)))?.label(m.name.as_str()).legend(move |(x, y)| PathElement::new(vec![(x, y), (x + 24, y)], c.stroke_width(3)));
+                let pts: Vec<(f64, f64)> = m.curves[t]
+                    .0
+                    .iter()
+                    .map(|s| s + 1.0)
+                    .zip(m.curves[t].1.iter().copied())
+                    .collect();
+                chart
+                    .draw_series(LineSeries::new(pts, c.stroke_width(2)))?
+                    .label(m.name.as_str())
+                    .legend(move |(x, y)| {
+                        PathElement::new(vec![(x, y), (x + 24, y)], c.stroke_width(3))
+                    });
             }
             if t == 0 {
-                chart.configure_series_labels().label_font(font(14)).background_style(WHITE.mix(0.85)).border_style(BLACK).position(SeriesLabelPosition::UpperLeft).draw()?;
+                legend(&mut chart, SeriesLabelPosition::UpperLeft, 14)?;
             }
         }
         let sizes = self.0.iter().map(|m| m.params);
-        let xr = (sizes.clone().fold(f64::INFINITY, f64::min) / 1.5)..(sizes.fold(0.0, f64::max) * 1.5);
+        let xr =
+            (sizes.clone().fold(f64::INFINITY, f64::min) / 1.5)..(sizes.fold(0.0, f64::max) * 1.5);
         let panels_metrics: [(&str, &str, fn(&TaskMetrics) -> Option<f64>); 2] = [
-            ("final-stage MTV of the task score", "MTV (mean |change| of accuracy)", |m| Some(m.mtv)),
-            ("final-stage MTV / binomial-noise MTV", "ratio (1 = noise alone)", |m| m.noise_ratio),
+            (
+                "final-stage MTV of the task score",
+                "MTV (mean |change| of accuracy)",
+                |m| Some(m.mtv),
+            ),
+            (
+                "final-stage MTV / binomial-noise MTV",
+                "ratio (1 = noise alone)",
+                |m| m.noise_ratio,
+            ),
         ];
         for (p, (title, ydesc, f)) in panels_metrics.iter().enumerate() {
-            let values: Vec<f64> = self.0.iter().flat_map(|m| m.last.iter().filter_map(f)).collect();
+            let values: Vec<f64> = self
+                .0
+                .iter()
+                .flat_map(|m| m.last.iter().filter_map(f))
+                .collect();
             let top = values.iter().cloned().fold(0.0, f64::max) * 1.1;
-            let mut chart = ChartBuilder::on(&panels[6 + p]).caption(*title, font(22)).margin(12).margin_right(28).x_label_area_size(48).y_label_area_size(72).build_cartesian_2d(xr.clone().log_scale(), 0f64..top.max(1e-3))?;
+            let mut chart = panel(&panels[6 + p], title, 72)
+                .build_cartesian_2d(xr.clone().log_scale(), 0f64..top.max(1e-3))?;
             chart
                 .configure_mesh()
                 .x_desc("parameters (log scale)")
                 .y_desc(*ydesc)
-                .x_label_formatter(&|v| if *v >= 1e9 { format!("{:.0}B", v / 1e9) } else { format!("{:.0}M", v / 1e6) })
+                .x_label_formatter(&|v| {
+                    if *v >= 1e9 {
+                        format!("{:.0}B", v / 1e9)
+                    } else {
+                        format!("{:.0}M", v / 1e6)
+                    }
+                })
                 .y_label_formatter(&|v| format!("{v:.3}"))
                 .label_style(font(15))
                 .axis_desc_style(font(17))
@@ -82,14 +121,37 @@ impl Figure for Fig {
                 .draw()?;
             for (t, task) in TASKS.iter().enumerate() {
                 let c = color(t);
-                let pts: Vec<(f64, f64)> = self.0.iter().filter_map(|m| f(&m.last[t]).map(|v| (m.params, v))).collect();
-                chart.draw_series(LineSeries::new(pts.clone(), c.stroke_width(2)))?.label(*task).legend(move |(x, y)| PathElement::new(vec![(x, y), (x + 24, y)], c.stroke_width(3)));
+                let pts: Vec<(f64, f64)> = self
+                    .0
+                    .iter()
+                    .filter_map(|m| f(&m.last[t]).map(|v| (m.params, v)))
+                    .collect();
+                chart
+                    .draw_series(LineSeries::new(pts.clone(), c.stroke_width(2)))?
+                    .label(*task)
+                    .legend(move |(x, y)| {
+                        PathElement::new(vec![(x, y), (x + 24, y)], c.stroke_width(3))
+                    });
                 chart.draw_series(pts.into_iter().map(|q| Circle::new(q, 5, c.filled())))?;
             }
-            let means: Vec<(f64, f64)> = self.0.iter().map(|m| (m.params, mean(&m.last.iter().filter_map(f).collect::<Vec<_>>()))).collect();
-            chart.draw_series(LineSeries::new(means, BLACK.stroke_width(4)))?.label("mean over tasks").legend(|(x, y)| PathElement::new(vec![(x, y), (x + 24, y)], BLACK.stroke_width(4)));
+            let means: Vec<(f64, f64)> = self
+                .0
+                .iter()
+                .map(|m| {
+                    (
+                        m.params,
+                        mean(&m.last.iter().filter_map(f).collect::<Vec<_>>()),
+                    )
+                })
+                .collect();
+            chart
+                .draw_series(LineSeries::new(means, BLACK.stroke_width(4)))?
+                .label("mean over tasks")
+                .legend(|(x, y)| {
+                    PathElement::new(vec![(x, y), (x + 24, y)], BLACK.stroke_width(4))
+                });
             if p == 0 {
-                chart.configure_series_labels().label_font(font(14)).background_style(WHITE.mix(0.85)).border_style(BLACK).position(SeriesLabelPosition::UpperRight).draw()?;
+                legend(&mut chart, SeriesLabelPosition::UpperRight, 14)?;
             }
         }
         Ok(())
@@ -102,12 +164,29 @@ fn main() -> Result<()> {
     let mut models = vec![];
     for m in pythia_models(&args.pythia, &run)? {
         let (metrics, _) = analysis::analyse(&m.rows, &[], &analysis::Options::default())?;
-        let curves = TASKS.iter().map(|t| {
-            let (s, a, _) = curve(&m.rows, t);
-            (s, a)
-        }).collect();
-        let last = TASKS.iter().map(|t| metrics.iter().find(|r| r.task == *t && r.window == "final").cloned().with_context(|| format!("{}: no final-stage metrics for {t}", m.name))).collect::<Result<_>>()?;
-        models.push(Model { name: m.name, params: m.params, curves, last });
+        let curves = TASKS
+            .iter()
+            .map(|t| {
+                let (s, a, _) = curve(&m.rows, t);
+                (s, a)
+            })
+            .collect();
+        let last = TASKS
+            .iter()
+            .map(|t| {
+                metrics
+                    .iter()
+                    .find(|r| r.task == *t && r.window == "final")
+                    .cloned()
+                    .with_context(|| format!("{}: no final-stage metrics for {t}", m.name))
+            })
+            .collect::<Result<_>>()?;
+        models.push(Model {
+            name: m.name,
+            params: m.params,
+            curves,
+            last,
+        });
     }
     Output::new(&args.out, "fig7_pythia")?.figure(&Fig(models), &run)
 }

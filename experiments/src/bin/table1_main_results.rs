@@ -10,7 +10,12 @@ use experiments::{csv_text, markdown_table, mean, task_names, Args, Output, Run}
 
 /// The largest k that both averaging and ensembling were run with.
 fn shared_k(rows: &[StabilityRow]) -> Option<usize> {
-    let ks = |m: &str| rows.iter().filter(|r| r.method == m).map(|r| r.k).collect::<Vec<_>>();
+    let ks = |m: &str| {
+        rows.iter()
+            .filter(|r| r.method == m)
+            .map(|r| r.k)
+            .collect::<Vec<_>>()
+    };
     let (a, e) = (ks("average"), ks("ensemble"));
     a.into_iter().filter(|k| e.contains(k)).max()
 }
@@ -19,38 +24,99 @@ fn main() -> Result<()> {
     let args = Args::parse();
     let run = Run::new(&args.run)?;
     let rows = run.stability()?;
-    let k = shared_k(&rows).with_context(|| format!("{}: analysis/stability.csv has no window k shared by averaging and ensembling", run.dir.display()))?;
+    let k = shared_k(&rows).with_context(|| {
+        format!(
+            "{}: analysis/stability.csv has no window k shared by averaging and ensembling",
+            run.dir.display()
+        )
+    })?;
     let methods = [("single", 1), ("average", k), ("ensemble", k)];
     let mut md_rows = vec![];
     let mut csv_rows = vec![];
     let mut columns: Vec<Vec<f64>> = vec![vec![]; 9];
     for task in task_names(rows.iter().map(|r| r.task.as_str())) {
-        let found: Vec<&StabilityRow> = methods.iter().filter_map(|(m, k)| rows.iter().find(|r| r.task == task && r.method == *m && r.k == *k)).collect();
-        if found.len() < 3 || found.iter().any(|r| r.flip_rate.is_none() || r.instability.is_none()) {
+        let found: Vec<&StabilityRow> = methods
+            .iter()
+            .filter_map(|(m, k)| {
+                rows.iter()
+                    .find(|r| r.task == task && r.method == *m && r.k == *k)
+            })
+            .collect();
+        if found.len() < 3
+            || found
+                .iter()
+                .any(|r| r.flip_rate.is_none() || r.instability.is_none())
+        {
             eprintln!("{task}: not every method has example-level rows (cloze tasks have no ensemble); left out");
             continue;
         }
-        let values: Vec<f64> = found.iter().flat_map(|r| [r.mean_score, r.flip_rate.unwrap(), r.instability.unwrap()]).collect();
+        let values: Vec<f64> = found
+            .iter()
+            .flat_map(|r| [r.mean_score, r.flip_rate.unwrap(), r.instability.unwrap()])
+            .collect();
         for (c, v) in columns.iter_mut().zip(&values) {
             c.push(*v);
         }
         md_rows.push(row(&format!("{task} ({})", found[0].checkpoints), &values));
-        csv_rows.push(std::iter::once(task.clone()).chain(std::iter::once(found[0].checkpoints.to_string())).chain(values.iter().map(|v| format!("{v:.6}"))).collect());
+        csv_rows.push(
+            std::iter::once(task.clone())
+                .chain(std::iter::once(found[0].checkpoints.to_string()))
+                .chain(values.iter().map(|v| format!("{v:.6}")))
+                .collect(),
+        );
     }
     if md_rows.is_empty() {
-        bail!("{}: no task has single, averaged and ensembled example-level rows", run.dir.display());
+        bail!(
+            "{}: no task has single, averaged and ensembled example-level rows",
+            run.dir.display()
+        );
     }
     let means: Vec<f64> = columns.iter().map(|c| mean(c)).collect();
-    md_rows.push(row(&format!("**mean of {} tasks**", columns[0].len()), &means));
-    csv_rows.push(["mean".to_string(), String::new()].into_iter().chain(means.iter().map(|v| format!("{v:.6}"))).collect());
+    md_rows.push(row(
+        &format!("**mean of {} tasks**", columns[0].len()),
+        &means,
+    ));
+    csv_rows.push(
+        ["mean".to_string(), String::new()]
+            .into_iter()
+            .chain(means.iter().map(|v| format!("{v:.6}")))
+            .collect(),
+    );
 
     let ka = format!("average k={k}");
     let ke = format!("ensemble k={k}");
-    let header = ["task (checkpoints)", "single: score", "single: MTV", "single: IS", &format!("{ka}: score"), &format!("{ka}: MTV"), &format!("{ka}: IS"), &format!("{ke}: score"), &format!("{ke}: MTV"), &format!("{ke}: IS")];
+    let header = [
+        "task (checkpoints)",
+        "single: score",
+        "single: MTV",
+        "single: IS",
+        &format!("{ka}: score"),
+        &format!("{ka}: MTV"),
+        &format!("{ka}: IS"),
+        &format!("{ke}: score"),
+        &format!("{ke}: MTV"),
+        &format!("{ke}: IS"),
+    ];
     let mut md = markdown_table(&header, &md_rows);
     md += &format!("\nScore: mean accuracy over the final-stage steps; MTV: mean over examples of the example-level mean total variation (the flip rate of 0/1 correctness); IS: mean instability score (exact match of the chosen option). Run `{}`.\n", run.dir.display());
-    let csv_header = ["task", "checkpoints", "single_score", "single_mtv", "single_is", "average_score", "average_mtv", "average_is", "ensemble_score", "ensemble_mtv", "ensemble_is"];
-    Output::new(&args.out, "table1_main_results")?.table(&md, &csv_text(&csv_header, &csv_rows)?, &run)
+    let csv_header = [
+        "task",
+        "checkpoints",
+        "single_score",
+        "single_mtv",
+        "single_is",
+        "average_score",
+        "average_mtv",
+        "average_is",
+        "ensemble_score",
+        "ensemble_mtv",
+        "ensemble_is",
+    ];
+    Output::new(&args.out, "table1_main_results")?.table(
+        &md,
+        &csv_text(&csv_header, &csv_rows)?,
+        &run,
+    )
 }
 
 /// One Markdown row: scores plain, the lowest MTV and the lowest IS of the three methods bold.
@@ -59,7 +125,11 @@ fn row(label: &str, v: &[f64]) -> Vec<String> {
     for (i, x) in v.iter().enumerate() {
         let metric = i % 3;
         let best = metric > 0 && (0..3).all(|m| *x <= v[m * 3 + metric] + 1e-12);
-        cells.push(if best { format!("**{x:.3}**") } else { format!("{x:.3}") });
+        cells.push(if best {
+            format!("**{x:.3}**")
+        } else {
+            format!("{x:.3}")
+        });
     }
     cells
 }
@@ -71,6 +141,20 @@ mod tests {
     #[test]
     fn the_lowest_mtv_and_is_are_bold_scores_never() {
         let cells = row("t", &[0.5, 0.03, 0.04, 0.6, 0.01, 0.02, 0.55, 0.01, 0.03]);
-        assert_eq!(cells, ["t", "0.500", "0.030", "0.040", "0.600", "**0.010**", "**0.020**", "0.550", "**0.010**", "0.030"]);
+        assert_eq!(
+            cells,
+            [
+                "t",
+                "0.500",
+                "0.030",
+                "0.040",
+                "0.600",
+                "**0.010**",
+                "**0.020**",
+                "0.550",
+                "**0.010**",
+                "0.030"
+            ]
+        );
     }
 }

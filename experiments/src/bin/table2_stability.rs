@@ -24,7 +24,12 @@ struct Summary {
 /// Only tasks with example-level rows for every method count, so every row averages the same tasks.
 fn summarise(rows: &[StabilityRow]) -> Vec<Summary> {
     let mut variants: Vec<(String, usize)> = rows.iter().map(|r| (r.method.clone(), r.k)).collect();
-    let order = |m: &str| ["single", "average", "ensemble"].iter().position(|x| *x == m).unwrap_or(3);
+    let order = |m: &str| {
+        ["single", "average", "ensemble"]
+            .iter()
+            .position(|x| *x == m)
+            .unwrap_or(3)
+    };
     variants.sort_by_key(|(m, k)| (order(m), *k));
     variants.dedup();
     // an ensemble of one checkpoint is the single checkpoint
@@ -32,16 +37,41 @@ fn summarise(rows: &[StabilityRow]) -> Vec<Summary> {
     let mut tasks: Vec<&str> = rows.iter().map(|r| r.task.as_str()).collect();
     tasks.sort_unstable();
     tasks.dedup();
-    tasks.retain(|t| variants.iter().all(|(m, k)| rows.iter().any(|r| r.task == *t && &r.method == m && r.k == *k && r.flip_rate.is_some() && r.instability.is_some())));
-    let get = |t: &str, m: &str, k: usize| rows.iter().find(|r| r.task == t && r.method == m && r.k == k).unwrap();
+    tasks.retain(|t| {
+        variants.iter().all(|(m, k)| {
+            rows.iter().any(|r| {
+                r.task == *t
+                    && &r.method == m
+                    && r.k == *k
+                    && r.flip_rate.is_some()
+                    && r.instability.is_some()
+            })
+        })
+    });
+    let get = |t: &str, m: &str, k: usize| {
+        rows.iter()
+            .find(|r| r.task == t && r.method == m && r.k == k)
+            .unwrap()
+    };
     variants
         .into_iter()
         .map(|(m, k)| {
             let rs: Vec<&StabilityRow> = tasks.iter().map(|t| get(t, &m, k)).collect();
             let base: Vec<&StabilityRow> = tasks.iter().map(|t| get(t, "single", 1)).collect();
-            let f = |g: fn(&StabilityRow) -> f64| mean(&rs.iter().map(|r| g(r)).collect::<Vec<_>>());
-            let lower = |g: fn(&StabilityRow) -> f64| rs.iter().zip(&base).filter(|(r, b)| g(r) < g(b)).count();
-            let (mtv, flip, is): (fn(&StabilityRow) -> f64, fn(&StabilityRow) -> f64, fn(&StabilityRow) -> f64) = (|r| r.mtv, |r| r.flip_rate.unwrap(), |r| r.instability.unwrap());
+            let f =
+                |g: fn(&StabilityRow) -> f64| mean(&rs.iter().map(|r| g(r)).collect::<Vec<_>>());
+            let lower = |g: fn(&StabilityRow) -> f64| {
+                rs.iter().zip(&base).filter(|(r, b)| g(r) < g(b)).count()
+            };
+            let (mtv, flip, is): (
+                fn(&StabilityRow) -> f64,
+                fn(&StabilityRow) -> f64,
+                fn(&StabilityRow) -> f64,
+            ) = (
+                |r| r.mtv,
+                |r| r.flip_rate.unwrap(),
+                |r| r.instability.unwrap(),
+            );
             Summary {
                 tasks: rs.len(),
                 final_score: f(|r| r.final_score),
@@ -64,17 +94,67 @@ fn main() -> Result<()> {
     let rows = run.stability()?;
     let s = summarise(&rows);
     if s.first().map_or(true, |s| s.tasks == 0) {
-        bail!("{}: analysis/stability.csv has no task with example-level rows for every method", run.dir.display());
+        bail!(
+            "{}: analysis/stability.csv has no task with example-level rows for every method",
+            run.dir.display()
+        );
     }
     let n = s[0].tasks;
-    let header = ["method", "k", "final score", "mean score", "task MTV", "example MTV", "IS", "task MTV lower", "example MTV lower", "IS lower", "forward passes"];
+    let header = [
+        "method",
+        "k",
+        "final score",
+        "mean score",
+        "task MTV",
+        "example MTV",
+        "IS",
+        "task MTV lower",
+        "example MTV lower",
+        "IS lower",
+        "forward passes",
+    ];
     let cells = |x: &Summary, frac: &dyn Fn(usize) -> String| -> Vec<String> {
-        vec![x.method.clone(), x.k.to_string(), format!("{:.3}", x.final_score), format!("{:.3}", x.mean_score), format!("{:.4}", x.task_mtv), format!("{:.4}", x.example_mtv), format!("{:.4}", x.is), frac(x.lower[0]), frac(x.lower[1]), frac(x.lower[2]), x.cost.to_string()]
+        vec![
+            x.method.clone(),
+            x.k.to_string(),
+            format!("{:.3}", x.final_score),
+            format!("{:.3}", x.mean_score),
+            format!("{:.4}", x.task_mtv),
+            format!("{:.4}", x.example_mtv),
+            format!("{:.4}", x.is),
+            frac(x.lower[0]),
+            frac(x.lower[1]),
+            frac(x.lower[2]),
+            x.cost.to_string(),
+        ]
     };
-    let md_rows: Vec<Vec<String>> = s.iter().map(|x| cells(x, &|c| if x.method == "single" { "-".into() } else { format!("{c}/{n}") })).collect();
+    let md_rows: Vec<Vec<String>> = s
+        .iter()
+        .map(|x| {
+            cells(x, &|c| {
+                if x.method == "single" {
+                    "-".into()
+                } else {
+                    format!("{c}/{n}")
+                }
+            })
+        })
+        .collect();
     let csv_rows: Vec<Vec<String>> = s.iter().map(|x| cells(x, &|c| c.to_string())).collect();
     let mut md = markdown_table(&header, &md_rows);
     md += &format!("\nMeans over the {n} tasks scored by every method, over the final-stage steps all variants share; \"lower\": tasks on which the measure is below that of single checkpoints. Per-task rows with 95% bootstrap intervals: `{}/analysis/stability.csv`.\n", run.dir.display());
-    let csv_header = ["method", "k", "final_score", "mean_score", "task_mtv", "example_mtv", "is", "tasks_task_mtv_lower", "tasks_example_mtv_lower", "tasks_is_lower", "forward_passes"];
+    let csv_header = [
+        "method",
+        "k",
+        "final_score",
+        "mean_score",
+        "task_mtv",
+        "example_mtv",
+        "is",
+        "tasks_task_mtv_lower",
+        "tasks_example_mtv_lower",
+        "tasks_is_lower",
+        "forward_passes",
+    ];
     Output::new(&args.out, "table2_stability")?.table(&md, &csv_text(&csv_header, &csv_rows)?, &run)
 }

@@ -1,0 +1,40 @@
+"""Renders the generated Markdown paper to PDF with markdown-pdf (PyMuPDF), offline.
+
+    python paper/pdf.py paper/paper.md paper/paper.pdf
+
+Images are resolved relative to the Markdown file. The PDF carries no dates and is compressed,
+so the same Markdown and figures give the same bytes; an unchanged PDF is not rewritten.
+"""
+import hashlib, os, re, sys, tempfile
+from pathlib import Path
+
+import pymupdf
+from markdown_pdf import MarkdownPdf, Section
+
+CSS = """
+body { font-family: sans-serif; font-size: 10px; }
+table { font-size: 8px; border-collapse: collapse; }
+td, th { border: 1px solid #999; padding: 2px; }
+img { width: 100%; }
+"""
+
+src, out = Path(sys.argv[1]), Path(sys.argv[2])
+pdf = MarkdownPdf(toc_level=2)
+pdf.add_section(Section(src.read_text(), root=str(src.parent), paper_size="A4-L"), user_css=CSS)
+with tempfile.TemporaryDirectory() as tmp:
+    raw = Path(tmp) / "raw.pdf"
+    pdf.save(str(raw))
+    doc = pymupdf.open(str(raw))
+    doc.set_metadata({"title": "Instability of downstream scores during LLM pretraining (reproduction)", "creationDate": "", "modDate": "", "producer": "", "creator": ""})
+    data = doc.tobytes(deflate=True, deflate_images=True, garbage=4, no_new_id=True)
+# the file identifier MuPDF writes is random: make it the hash of the rest of the file
+blank = re.sub(rb"/ID\[<[0-9A-Fa-f]+><[0-9A-Fa-f]+>\]", b"/ID[<><>]", data)
+digest = hashlib.md5(blank).hexdigest().upper().encode()
+data = blank.replace(b"/ID[<><>]", b"/ID[<" + digest + b"><" + digest + b">]")
+if out.exists() and out.read_bytes() == data:
+    print(f"unchanged {out}")
+else:
+    part = out.with_suffix(".pdf.tmp")
+    part.write_bytes(data)
+    os.replace(part, out)
+    print(f"wrote     {out} ({len(data) / 1e6:.1f} MB)")

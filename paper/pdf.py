@@ -19,8 +19,17 @@ img { width: 100%; }
 """
 
 src, out = Path(sys.argv[1]), Path(sys.argv[2])
+text = src.read_text()
+# markdown-pdf looks images up below one root folder: take the folder that holds the paper and
+# every image, and rewrite the image paths relative to it
+images = [(src.parent / m).resolve() for m in re.findall(r"!\[[^\]]*\]\(([^)]+)\)", text)]
+missing = [str(i) for i in images if not i.is_file()]
+if missing:
+    sys.exit(f"{src}: images missing: {', '.join(missing)}")
+root = Path(os.path.commonpath([src.parent.resolve(), *[i.parent for i in images]]))
+text = re.sub(r"(!\[[^\]]*\]\()([^)]+)\)", lambda m: m.group(1) + (src.parent / m.group(2)).resolve().relative_to(root).as_posix() + ")", text)
 pdf = MarkdownPdf(toc_level=2)
-pdf.add_section(Section(src.read_text(), root=str(src.parent), paper_size="A4-L"), user_css=CSS)
+pdf.add_section(Section(text, root=str(root), paper_size="A4-L"), user_css=CSS)
 with tempfile.TemporaryDirectory() as tmp:
     raw = Path(tmp) / "raw.pdf"
     pdf.save(str(raw))

@@ -302,11 +302,19 @@ impl Output {
                 Ok(serde_json::json!({"path": p, "sha256": corpus::provenance::sha256_file(&p)?}))
             })
             .collect::<Result<Vec<_>>>()?;
+        // the run's training config and evaluation config, where the run folder has them
+        let config = std::fs::read_to_string(run.dir.join("config.toml")).ok();
+        let eval_config = std::fs::read_to_string(run.dir.join("eval/provenance.json"))
+            .ok()
+            .and_then(|t| serde_json::from_str::<serde_json::Value>(&t).ok())
+            .map(|v| v["eval_config"].clone());
         let prov = serde_json::json!({
             "output": self.name,
             "command": std::env::args().collect::<Vec<_>>().join(" "),
             "commit": corpus::provenance::git_commit(),
             "run": run.dir,
+            "config": config,
+            "eval_config": eval_config,
             "inputs": inputs,
             "outputs": outputs,
         });

@@ -240,7 +240,7 @@ pub fn build(raw: &Path, out: &Path) -> Result<Manifest> {
             split,
             paragraphs: counts[i],
             bytes: texts[i].len(),
-            sha256: hex::encode(Sha256::digest(texts[i].as_bytes())),
+            sha256: provenance::sha256_hex(texts[i].as_bytes()),
         });
     }
     let manifest = Manifest { sources: stats, splits };

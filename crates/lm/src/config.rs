@@ -3,7 +3,6 @@
 
 use anyhow::{bail, Context, Result};
 use serde::{Deserialize, Serialize};
-use sha2::{Digest, Sha256};
 use std::path::{Path, PathBuf};
 
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
@@ -103,7 +102,7 @@ impl Config {
 
     /// sha256 of the config's canonical JSON form (independent of TOML layout and comments).
     pub fn hash(&self) -> String {
-        hex::encode(Sha256::digest(serde_json::to_vec(self).expect("config serialises")))
+        corpus::provenance::sha256_hex(&serde_json::to_vec(self).expect("config serialises"))
     }
 
     /// Learning rate at `step` (0-based) under the configured schedule.

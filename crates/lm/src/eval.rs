@@ -12,7 +12,6 @@ use anyhow::{bail, Context, Result};
 use indicatif::{ProgressBar, ProgressStyle};
 use records::{argmax, ExampleRecord};
 use serde::{Deserialize, Serialize};
-use sha2::{Digest, Sha256};
 use std::path::{Path, PathBuf};
 use tasks::{Kind, Task};
 use tch::{nn::VarStore, Device};
@@ -43,7 +42,7 @@ impl EvalConfig {
         toml::from_str(&text).with_context(|| format!("{}: not a valid eval config", path.display()))
     }
     fn hash(&self) -> String {
-        hex::encode(Sha256::digest(serde_json::to_vec(self).unwrap()))
+        corpus::provenance::sha256_hex(&serde_json::to_vec(self).unwrap())
     }
 }
 

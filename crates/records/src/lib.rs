@@ -54,9 +54,7 @@ pub struct TaskRecord {
 }
 
 /// argmax, first index on ties (as numpy and lm-evaluation-harness do).
-pub fn argmax(x: &[f64]) -> usize {
-    x.iter().enumerate().fold(0, |b, (i, &v)| if v > x[b] { i } else { b })
-}
+pub use theory::mixture::argmax;
 
 /// Sample standard error of a 0/1 mean, `sqrt(p (1 - p) / (n - 1))`, as lm-evaluation-harness.
 pub fn stderr_of_mean01(p: f64, n: usize) -> f64 {

@@ -186,7 +186,7 @@ pub fn build_all(raw: &Path, heldout: &Path, out: &Path) -> Result<Vec<TaskInfo>
             Kind::Cloze => 0.0,
             _ => examples.iter().map(|e| 1.0 / e.choices.len() as f64).sum::<f64>() / examples.len() as f64,
         };
-        infos.push(TaskInfo { name, kind, file, sha256: hex::encode(Sha256::digest(jsonl.as_bytes())), examples: examples.len(), chance, source, license });
+        infos.push(TaskInfo { name, kind, file, sha256: corpus::provenance::sha256_hex(jsonl.as_bytes()), examples: examples.len(), chance, source, license });
     }
     corpus::write_atomic(&out.join("manifest.json"), serde_json::to_string_pretty(&infos)?.as_bytes())?;
     Ok(infos)

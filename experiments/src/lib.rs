@@ -179,6 +179,8 @@ pub struct PythiaModel {
     pub params: f64,
     /// rows of [`PYTHIA_TASKS`] only
     pub rows: Vec<TaskRecord>,
+    /// the final-stage (last 20%) task-level metrics of every task in [`PYTHIA_TASKS`], in that order
+    pub last: Vec<TaskMetrics>,
 }
 
 /// "pythia-1.4b-deduped" -> 1.4e9
@@ -229,10 +231,22 @@ pub fn pythia_models(dir: &Path, run: &Run) -> Result<Vec<PythiaModel>> {
                 bail!("{}: no results for {t}", d.display());
             }
         }
+        let (metrics, _) = analysis::analyse(&rows, &[], &analysis::Options::default())?;
+        let last = PYTHIA_TASKS
+            .iter()
+            .map(|t| {
+                metrics
+                    .iter()
+                    .find(|r| r.task == *t && r.window == "final")
+                    .cloned()
+                    .with_context(|| format!("{}: no final-stage metrics for {t}", d.display()))
+            })
+            .collect::<Result<_>>()?;
         models.push(PythiaModel {
             name: name.trim_end_matches("-deduped").to_string(),
             params,
             rows,
+            last,
         });
     }
     if models.is_empty() {
@@ -293,7 +307,9 @@ impl Output {
                 if changed { "wrote    " } else { "unchanged" },
                 p.display()
             );
-            outputs.push(serde_json::json!({"path": p, "sha256": sha256(bytes)}));
+            outputs.push(
+                serde_json::json!({"path": p, "sha256": corpus::provenance::sha256_hex(bytes)}),
+            );
         }
         let inputs = run
             .inputs()
@@ -324,11 +340,6 @@ impl Output {
         )?;
         Ok(())
     }
-}
-
-fn sha256(bytes: &[u8]) -> String {
-    use sha2::{Digest, Sha256};
-    hex::encode(Sha256::digest(bytes))
 }
 
 /// Writes through a temp file and a rename, unless the file already holds exactly these bytes.

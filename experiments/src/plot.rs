@@ -96,6 +96,18 @@ pub fn padded(values: impl Iterator<Item = f64>) -> std::ops::Range<f64> {
     (lo - pad)..(hi + pad)
 }
 
+/// A title strip and one panel per task, in two rows.
+pub fn task_grid<DB: DrawingBackend>(
+    root: &DrawingArea<DB, Shift>,
+    title: &str,
+    tasks: usize,
+) -> Result<Vec<DrawingArea<DB, Shift>>>
+where
+    DB::ErrorType: 'static,
+{
+    titled_grid(root, title, 2, tasks.div_ceil(2).max(1))
+}
+
 /// Splits a root into a title strip and a grid of `rows x cols` panels.
 pub fn titled_grid<'a, DB: DrawingBackend>(
     root: &'a DrawingArea<DB, Shift>,

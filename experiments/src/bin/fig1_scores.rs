@@ -4,7 +4,7 @@
 use anyhow::{Context, Result};
 use clap::Parser;
 use experiments::plot::{
-    color, int_label, legend, mesh, padded, panel, titled_grid, two_decimals, Figure,
+    color, int_label, legend, mesh, padded, panel, task_grid, two_decimals, Figure,
 };
 use experiments::{curve, task_names, Args, Output, Run};
 use plotters::coord::Shift;
@@ -30,8 +30,7 @@ impl Figure for Fig {
     where
         DB::ErrorType: 'static,
     {
-        let cols = self.0.len().div_ceil(2).max(1);
-        let panels = titled_grid(root, "Downstream accuracy at every checkpoint (band: ±1 standard error; shaded: final 20% of checkpoints)", 2, cols)?;
+        let panels = task_grid(root, "Downstream accuracy at every checkpoint (band: ±1 standard error; shaded: final 20% of checkpoints)", self.0.len())?;
         for (i, (p, area)) in self.0.iter().zip(&panels).enumerate() {
             let x1 = *p.steps.last().unwrap_or(&1.0);
             let yr = padded(

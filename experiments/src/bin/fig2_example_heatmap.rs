@@ -3,7 +3,7 @@
 
 use anyhow::Result;
 use clap::Parser;
-use experiments::plot::{color, font, int_label, panel, titled_grid, Figure};
+use experiments::plot::{color, font, int_label, panel, task_grid, Figure};
 use experiments::{task_names, Args, Output, Run};
 use plotters::coord::Shift;
 use plotters::prelude::*;
@@ -44,9 +44,8 @@ impl Figure for Fig {
     where
         DB::ErrorType: 'static,
     {
-        let cols = self.0.len().div_ceil(2).max(1);
         let title = "Example-level correctness over checkpoints (dark: correct, light: wrong); rows sorted by the step from which an example stays correct";
-        let panels = titled_grid(root, title, 2, cols)?;
+        let panels = task_grid(root, title, self.0.len())?;
         for (i, (p, area)) in self.0.iter().zip(&panels).enumerate() {
             let n = p.correct.len();
             let m = p.steps.len();

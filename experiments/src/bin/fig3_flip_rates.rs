@@ -4,7 +4,7 @@
 
 use anyhow::{Context, Result};
 use clap::Parser;
-use experiments::plot::{color, legend, mesh, panel, titled_grid, two_decimals, Figure};
+use experiments::plot::{color, legend, mesh, panel, task_grid, two_decimals, Figure};
 use experiments::{mean, task_names, Args, Output, Run};
 use plotters::coord::Shift;
 use plotters::prelude::*;
@@ -42,13 +42,12 @@ impl Figure for Fig {
     where
         DB::ErrorType: 'static,
     {
-        let cols = self.0.len().div_ceil(2).max(1);
         let x1 = self
             .0
             .iter()
             .map(|p| p.hist.len() as f64 * BIN)
             .fold(0.1, f64::max);
-        let panels = titled_grid(root, "Per-example flip rate over all checkpoints (bars), its mean (dashed) and the MTV of the task score (solid)", 2, cols)?;
+        let panels = task_grid(root, "Per-example flip rate over all checkpoints (bars), its mean (dashed) and the MTV of the task score (solid)", self.0.len())?;
         for (i, (p, area)) in self.0.iter().zip(&panels).enumerate() {
             let mut chart = panel(area, &p.task, 64).build_cartesian_2d(0f64..x1, 0f64..1.0)?;
             mesh(

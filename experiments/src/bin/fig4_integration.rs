@@ -5,7 +5,7 @@
 use anyhow::{bail, Result};
 use clap::Parser;
 use experiments::plot::{
-    int_label, legend, mesh, method_color, padded, panel, titled_grid, two_decimals, Figure,
+    int_label, legend, mesh, method_color, padded, panel, task_grid, two_decimals, Figure,
 };
 use experiments::{curve, task_names, Args, Output, Run};
 use plotters::coord::Shift;
@@ -37,8 +37,7 @@ impl Figure for Fig {
     where
         DB::ErrorType: 'static,
     {
-        let cols = self.0.len().div_ceil(2).max(1);
-        let panels = titled_grid(root, "Final stage: single checkpoints vs checkpoint averaging and ensembling over the last k checkpoints", 2, cols)?;
+        let panels = task_grid(root, "Final stage: single checkpoints vs checkpoint averaging and ensembling over the last k checkpoints", self.0.len())?;
         for (i, (p, area)) in self.0.iter().zip(&panels).enumerate() {
             let xs = p.curves[0].iter().map(|q| q.0);
             let (x0, x1) = (

@@ -15,8 +15,7 @@ use plotters::prelude::*;
 fn roughness(y: &[f64]) -> Option<f64> {
     let span = y.iter().cloned().fold(f64::NEG_INFINITY, f64::max)
         - y.iter().cloned().fold(f64::INFINITY, f64::min);
-    let tv: f64 = y.windows(2).map(|w| (w[1] - w[0]).abs()).sum();
-    (span > 1e-12).then(|| tv / span)
+    (span > 1e-12).then(|| theory::sequence::total_variation(y) / span)
 }
 
 struct Fig {

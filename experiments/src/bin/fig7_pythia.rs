@@ -4,29 +4,22 @@
 //! ratio to the MTV that binomial sampling noise alone would give, against model size.
 
 use analysis::TaskMetrics;
-use anyhow::{Context, Result};
+use anyhow::Result;
 use clap::Parser;
 use experiments::plot::{color, font, legend, panel, titled_grid, Figure};
-use experiments::{curve, mean, pythia_models, Args, Output, Run};
+use experiments::{curve, mean, pythia_models, Args, Output, Run, PYTHIA_TASKS};
 use plotters::coord::Shift;
 use plotters::prelude::*;
 
-/// the six drawn (logiqa and wsc are in the claims table)
-const TASKS: [&str; 6] = [
-    "arc_easy",
-    "arc_challenge",
-    "piqa",
-    "sciq",
-    "winogrande",
-    "lambada_openai",
-];
+/// the tasks drawn: the first six of PYTHIA_TASKS (logiqa and wsc are in the claims table)
+const DRAWN: usize = 6;
 
 struct Model {
     name: String,
     params: f64,
-    /// per task in TASKS order: (steps, scores)
+    /// per drawn task, in PYTHIA_TASKS order: (steps, scores)
     curves: Vec<(Vec<f64>, Vec<f64>)>,
-    /// per task in TASKS order: the final-stage metrics
+    /// per drawn task: the final-stage metrics
     last: Vec<TaskMetrics>,
 }
 
@@ -42,7 +35,7 @@ impl Figure for Fig {
         DB::ErrorType: 'static,
     {
         let panels = titled_grid(root, "Pythia (deduped), zero-shot lm-evaluation-harness scores over training, and their final-stage fluctuation by model size", 2, 4)?;
-        for (t, task) in TASKS.iter().enumerate() {
+        for (t, task) in PYTHIA_TASKS[..DRAWN].iter().enumerate() {
             let yr = experiments::plot::padded(
                 self.0.iter().flat_map(|m| m.curves[t].1.iter().copied()),
             );
@@ -119,7 +112,7 @@ impl Figure for Fig {
                 .light_line_style(TRANSPARENT)
                 .bold_line_style(RGBColor(225, 225, 225))
                 .draw()?;
-            for (t, task) in TASKS.iter().enumerate() {
+            for (t, task) in PYTHIA_TASKS[..DRAWN].iter().enumerate() {
                 let c = color(t);
                 let pts: Vec<(f64, f64)> = self
                     .0
@@ -163,29 +156,18 @@ fn main() -> Result<()> {
     let run = Run::new(&args.pythia)?;
     let mut models = vec![];
     for m in pythia_models(&args.pythia, &run)? {
-        let (metrics, _) = analysis::analyse(&m.rows, &[], &analysis::Options::default())?;
-        let curves = TASKS
+        let curves = PYTHIA_TASKS[..DRAWN]
             .iter()
             .map(|t| {
                 let (s, a, _) = curve(&m.rows, t);
                 (s, a)
             })
             .collect();
-        let last = TASKS
-            .iter()
-            .map(|t| {
-                metrics
-                    .iter()
-                    .find(|r| r.task == *t && r.window == "final")
-                    .cloned()
-                    .with_context(|| format!("{}: no final-stage metrics for {t}", m.name))
-            })
-            .collect::<Result<_>>()?;
         models.push(Model {
             name: m.name,
             params: m.params,
             curves,
-            last,
+            last: m.last[..DRAWN].to_vec(),
         });
     }
     Output::new(&args.out, "fig7_pythia")?.figure(&Fig(models), &run)

@@ -261,16 +261,9 @@ fn main() -> Result<()> {
     // Pythia: does the task-level fluctuation vanish with size?
     let mut sizes = vec![];
     for m in experiments::pythia_models(&args.pythia, &run)? {
-        let (metrics, _) = analysis::analyse(&m.rows, &[], &analysis::Options::default())?;
         sizes.push((
             m.name,
-            mean(
-                &metrics
-                    .iter()
-                    .filter(|r| r.window == "final")
-                    .map(|r| r.mtv)
-                    .collect::<Vec<_>>(),
-            ),
+            mean(&m.last.iter().map(|r| r.mtv).collect::<Vec<_>>()),
         ));
     }
     let (smallest, largest) = (&sizes[0], &sizes[sizes.len() - 1]);
@@ -283,29 +276,23 @@ fn main() -> Result<()> {
     });
 
     let header = ["claim of the study", "this run", "verdict", "command"];
+    let row = |c: &Claim, command: String| {
+        vec![
+            c.claim.to_string(),
+            c.result.clone(),
+            label(c.holds).to_string(),
+            command,
+        ]
+    };
     let rows: Vec<Vec<String>> = claims
         .iter()
-        .map(|c| {
-            vec![
-                c.claim.to_string(),
-                c.result.clone(),
-                label(c.holds).to_string(),
-                format!("`{}`", c.command),
-            ]
-        })
+        .map(|c| row(c, format!("`{}`", c.command)))
         .collect();
     let mut md = markdown_table(&header, &rows);
     md += &format!("\nVerdicts are computed by `table3_claims` from `{}`: \"holds\" when the measure goes the claimed way on every task or step in k (for Pythia: the largest model keeps at least half the smallest model's MTV), \"partly\" on more than half, otherwise \"does not hold\".\n", run.dir.display());
     let csv_rows: Vec<Vec<String>> = claims
         .iter()
-        .map(|c| {
-            vec![
-                c.claim.to_string(),
-                c.result.clone(),
-                label(c.holds).to_string(),
-                c.command.to_string(),
-            ]
-        })
+        .map(|c| row(c, c.command.to_string()))
         .collect();
     Output::new(&args.out, "table3_claims")?.table(
         &md,

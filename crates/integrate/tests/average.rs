@@ -141,7 +141,7 @@ fn sharded_hugging_face_checkpoints_are_averaged_shard_by_shard() {
     let (a, b) = (mk("a", 1.0), mk("b", 3.0));
     let out = dir.path().join("avg");
     let files = average(&open(&[a, b]), &uniform(2), Accumulate::F32, &out).unwrap();
-    assert_eq!(files.len(), 2);
+    assert_eq!(files.len(), 3); // two shards and the index
     assert_eq!(read(&out.join("model-00001-of-00002.safetensors"), "layers.0.w").1, vec![2.0; 4]);
     assert_eq!(read(&out.join("model-00002-of-00002.safetensors"), "layers.1.w").1, vec![4.0; 2]);
     assert!(out.join("model.safetensors.index.json").is_file());

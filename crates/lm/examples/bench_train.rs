@@ -102,12 +102,12 @@ fn main() -> Result<()> {
     println!("ratio lm / PyTorch eager: {:.2}x", rust_tps / py_tps);
 
     let report = serde_json::json!({
-        "config": cfg.name, "config_hash": cfg.hash(), "git_commit": lm::provenance::git_commit(),
+        "config": cfg.name, "config_hash": cfg.hash(), "git_commit": output::provenance::git_commit(),
         "steps": args.steps, "peak_gflops": peak, "flops_per_token": flops,
         "lm": {"tokens_per_s": rust_tps, "mfu": mfu(rust_tps), "forward_s": fwd, "backward_s": bwd, "optimizer_s": upd, "wall_s": wall},
         "pytorch_eager": py, "ratio": rust_tps / py_tps,
     });
     std::fs::create_dir_all("runs/bench")?;
-    corpus::write_atomic(std::path::Path::new("runs/bench/train.json"), serde_json::to_string_pretty(&report)?.as_bytes())?;
+    output::write_atomic(std::path::Path::new("runs/bench/train.json"), serde_json::to_string_pretty(&report)?.as_bytes())?;
     Ok(())
 }

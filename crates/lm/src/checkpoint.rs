@@ -1,8 +1,10 @@
 //! Checkpoints: `step_NNNNNN.safetensors` (the model's weights, plain safetensors that any tool
 //! reads), `step_NNNNNN.optim.safetensors` (AdamW moments, kept for the newest two checkpoints
 //! only, for resuming) and `step_NNNNNN.json` (the sidecar: step, tokens seen, losses, hashes of
-//! config, tokenizer and weights, seed, git commit). Each file is written to a temp name and
-//! renamed; the sidecar goes last, so a checkpoint without one never counts.
+//! config, tokenizer, weights and optimizer state, seed, git commit, schema version). Each file is
+//! written to a temp name and renamed; the sidecar goes last, so a checkpoint without one never
+//! counts. Loading verifies everything (hashes, names, shapes) before it copies anything, so a
+//! failed load leaves the model as it was.
 
 use anyhow::{bail, Context, Result};
 use serde::{Deserialize, Serialize};
@@ -10,10 +12,20 @@ use std::path::{Path, PathBuf};
 use tch::{nn::VarStore, Tensor};
 
 use crate::config::Config;
-use crate::provenance::sha256_file;
+use output::provenance::sha256_file;
+
+/// Version of the sidecar layout this build writes. 1: no `schema_version` and no
+/// `optimizer_sha256` (still read; such optimizer state is checked by its names and shapes only).
+pub const SIDECAR_VERSION: u32 = 2;
+
+fn version_1() -> u32 {
+    1
+}
 
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
 pub struct Sidecar {
+    #[serde(default = "version_1")]
+    pub schema_version: u32,
     pub step: u64,
     pub tokens_seen: u64,
     /// Mean training loss over the steps since the previous checkpoint (none at step 0).
@@ -26,6 +38,8 @@ pub struct Sidecar {
     pub weights_file: String,
     pub weights_sha256: String,
     pub optimizer_file: Option<String>,
+    #[serde(default)]
+    pub optimizer_sha256: Option<String>,
     pub git_commit: String,
     pub config: Config,
 }
@@ -36,10 +50,12 @@ pub fn stem(step: u64) -> String {
 
 /// Writes named tensors as safetensors through a temp file; returns the sha256 of the result.
 pub fn write_tensors(path: &Path, tensors: &[(String, Tensor)]) -> Result<String> {
-    let tmp = path.with_extension("partial");
-    Tensor::write_safetensors(tensors, &tmp).with_context(|| format!("{}: cannot write", tmp.display()))?;
-    let hash = sha256_file(&tmp)?;
-    std::fs::rename(&tmp, path).with_context(|| format!("{}: cannot rename into place", path.display()))?;
+    let mut hash = String::new();
+    output::write_atomic_via(path, |tmp| {
+        Tensor::write_safetensors(tensors, tmp)?;
+        hash = sha256_file(tmp)?;
+        Ok(())
+    })?;
     Ok(hash)
 }
 
@@ -57,24 +73,29 @@ pub fn save(dir: &Path, vs: &VarStore, optim: Option<Vec<(String, Tensor)>>, mut
     let s = stem(meta.step);
     meta.weights_file = format!("{s}.safetensors");
     meta.weights_sha256 = write_tensors(&dir.join(&meta.weights_file), &named_weights(vs))?;
+    meta.schema_version = SIDECAR_VERSION;
     if let Some(state) = optim {
         let f = format!("{s}.optim.safetensors");
-        write_tensors(&dir.join(&f), &state)?;
+        meta.optimizer_sha256 = Some(write_tensors(&dir.join(&f), &state)?);
         meta.optimizer_file = Some(f);
     }
     let sidecar = dir.join(format!("{s}.json"));
-    corpus::write_atomic(&sidecar, serde_json::to_string_pretty(&meta)?.as_bytes())?;
+    output::write_atomic(&sidecar, serde_json::to_string_pretty(&meta)?.as_bytes())?;
     Ok(sidecar)
 }
 
 /// Reads a sidecar, naming the file if it is missing, truncated or malformed.
 pub fn read_sidecar(path: &Path) -> Result<Sidecar> {
     let text = std::fs::read_to_string(path).with_context(|| format!("{}: cannot read checkpoint sidecar", path.display()))?;
-    serde_json::from_str(&text).with_context(|| format!("{}: malformed or truncated checkpoint sidecar", path.display()))
+    let meta: Sidecar = serde_json::from_str(&text).with_context(|| format!("{}: malformed or truncated checkpoint sidecar", path.display()))?;
+    if meta.schema_version > SIDECAR_VERSION {
+        bail!("{}: sidecar schema {} is newer than this build reads ({SIDECAR_VERSION}); update the workspace", path.display(), meta.schema_version);
+    }
+    Ok(meta)
 }
 
-/// Sidecars of every checkpoint in `dir`, by step.
-pub fn list(dir: &Path) -> Result<Vec<(PathBuf, Sidecar)>> {
+/// Every `step_*.json` in `dir`, read or with the reason it cannot be, by file name.
+pub fn list_all(dir: &Path) -> Result<Vec<(PathBuf, Result<Sidecar>)>> {
     let mut out = Vec::new();
     if !dir.is_dir() {
         return Ok(out);
@@ -83,16 +104,52 @@ pub fn list(dir: &Path) -> Result<Vec<(PathBuf, Sidecar)>> {
         let p = entry?.path();
         let name = p.file_name().and_then(|n| n.to_str()).unwrap_or("");
         if name.starts_with("step_") && name.ends_with(".json") {
-            out.push((p.clone(), read_sidecar(&p)?));
+            let meta = read_sidecar(&p);
+            out.push((p, meta));
         }
+    }
+    out.sort_by(|a, b| a.0.cmp(&b.0));
+    Ok(out)
+}
+
+/// Sidecars of every checkpoint in `dir`, by step; a sidecar that cannot be read is an error.
+pub fn list(dir: &Path) -> Result<Vec<(PathBuf, Sidecar)>> {
+    let mut out = Vec::new();
+    for (p, m) in list_all(dir)? {
+        out.push((p, m?));
     }
     out.sort_by_key(|(_, s)| s.step);
     Ok(out)
 }
 
-/// Loads the weights named by a sidecar into `vs`, after checking that the tokenizer is the one
-/// the checkpoint was trained with and that the weights file is intact (its sha256).
-pub fn load(sidecar_path: &Path, vs: &mut VarStore, tokenizer_sha256: &str) -> Result<Sidecar> {
+/// Tensors read from a file and checked against the variables of `vs` (every variable present
+/// with its shape), ready to be copied in.
+pub struct Verified(Vec<(Tensor, Tensor)>);
+
+impl Verified {
+    /// Copies the verified tensors into their variables.
+    pub fn apply(self) {
+        tch::no_grad(|| {
+            for (mut var, src) in self.0 {
+                var.copy_(&src);
+            }
+        });
+    }
+}
+
+/// Checks a file's sha256 against the one recorded in `sidecar_path`.
+fn check_hash(file: &Path, expected: &str, sidecar_path: &Path) -> Result<()> {
+    let actual = sha256_file(file)?;
+    if actual != expected {
+        bail!("{}: corrupt or truncated (sha256 {} differs from {} recorded in {})", file.display(), &actual[..12], &expected[..12.min(expected.len())], sidecar_path.display());
+    }
+    Ok(())
+}
+
+/// Reads and verifies the weights named by a sidecar, after checking that the tokenizer is the
+/// one the checkpoint was trained with and that the weights file is intact (its sha256).
+/// Nothing is copied into `vs` yet.
+pub fn verify(sidecar_path: &Path, vs: &VarStore, tokenizer_sha256: &str) -> Result<(Sidecar, Verified)> {
     let meta = read_sidecar(sidecar_path)?;
     let dir = sidecar_path.parent().unwrap_or(Path::new("."));
     let weights = dir.join(&meta.weights_file);
@@ -104,25 +161,56 @@ pub fn load(sidecar_path: &Path, vs: &mut VarStore, tokenizer_sha256: &str) -> R
             &tokenizer_sha256[..12.min(tokenizer_sha256.len())]
         );
     }
-    let actual = sha256_file(&weights)?;
-    if actual != meta.weights_sha256 {
-        bail!("{}: corrupt or truncated checkpoint (sha256 {} differs from {} in {})", weights.display(), &actual[..12], &meta.weights_sha256[..12], sidecar_path.display());
+    check_hash(&weights, &meta.weights_sha256, sidecar_path)?;
+    let verified = read_verified(&weights, vs)?;
+    Ok((meta, verified))
+}
+
+/// Reads and verifies the optimizer state a sidecar names (its sha256 where recorded).
+pub fn verify_optimizer(sidecar_path: &Path, meta: &Sidecar) -> Result<Vec<(String, Tensor)>> {
+    let dir = sidecar_path.parent().unwrap_or(Path::new("."));
+    let Some(file) = &meta.optimizer_file else { bail!("{}: no optimizer state (kept for the newest two checkpoints only)", sidecar_path.display()) };
+    let path = dir.join(file);
+    if !path.is_file() {
+        bail!("{}: optimizer state missing", path.display());
     }
-    load_tensors_into(&weights, vs)?;
+    if let Some(h) = &meta.optimizer_sha256 {
+        check_hash(&path, h, sidecar_path)?;
+    }
+    Tensor::read_safetensors(&path).with_context(|| format!("{}: unreadable optimizer state", path.display()))
+}
+
+/// Loads the weights named by a sidecar into `vs` ([`verify`], then copy).
+pub fn load(sidecar_path: &Path, vs: &mut VarStore, tokenizer_sha256: &str) -> Result<Sidecar> {
+    let (meta, verified) = verify(sidecar_path, vs, tokenizer_sha256)?;
+    verified.apply();
     Ok(meta)
 }
 
-/// Copies tensors from a safetensors file into the same-named variables of `vs`; every variable
-/// must be present with its shape.
-pub fn load_tensors_into(path: &Path, vs: &mut VarStore) -> Result<()> {
-    let saved: std::collections::HashMap<String, Tensor> =
+/// Reads a safetensors file and pairs each variable of `vs` with its tensor; every variable
+/// must be present with its shape and a floating-point dtype.
+fn read_verified(path: &Path, vs: &VarStore) -> Result<Verified> {
+    let mut saved: std::collections::HashMap<String, Tensor> =
         Tensor::read_safetensors(path).with_context(|| format!("{}: not a readable safetensors file", path.display()))?.into_iter().collect();
-    for (name, mut var) in vs.variables() {
-        let Some(src) = saved.get(&name) else { bail!("{}: tensor `{name}` missing", path.display()) };
+    let mut pairs = Vec::new();
+    let mut vars: Vec<(String, Tensor)> = vs.variables().into_iter().collect();
+    vars.sort_by(|a, b| a.0.cmp(&b.0));
+    for (name, var) in vars {
+        let Some(src) = saved.remove(&name) else { bail!("{}: tensor `{name}` missing", path.display()) };
         if src.size() != var.size() {
             bail!("{}: tensor `{name}` has shape {:?}, the model expects {:?}", path.display(), src.size(), var.size());
         }
-        tch::no_grad(|| var.copy_(src));
+        if !src.is_floating_point() {
+            bail!("{}: tensor `{name}` has dtype {:?}, not a floating-point type", path.display(), src.kind());
+        }
+        pairs.push((var, src));
     }
+    Ok(Verified(pairs))
+}
+
+/// Copies tensors from a safetensors file into the same-named variables of `vs`; every variable
+/// must be present with its shape (checked for all before any is copied).
+pub fn load_tensors_into(path: &Path, vs: &mut VarStore) -> Result<()> {
+    read_verified(path, vs)?.apply();
     Ok(())
 }

@@ -5,9 +5,23 @@ use anyhow::{bail, Context, Result};
 use serde::{Deserialize, Serialize};
 use std::path::{Path, PathBuf};
 
+/// Version of the config layout this build reads and writes. A config without `schema_version`
+/// is version 1; version 1 is not written out, so the hashes of existing runs do not change.
+pub const CONFIG_VERSION: u32 = 1;
+
+fn version_1() -> u32 {
+    1
+}
+
+fn is_version_1(v: &u32) -> bool {
+    *v == 1
+}
+
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
 #[serde(deny_unknown_fields)]
 pub struct Config {
+    #[serde(default = "version_1", skip_serializing_if = "is_version_1")]
+    pub schema_version: u32,
     /// Run name: checkpoints go to `runs/<name>/` unless `--out` says otherwise.
     pub name: String,
     /// Seeds weight init and the data order (batch `s` is drawn from seed and `s` alone).
@@ -86,6 +100,9 @@ impl Config {
     }
 
     pub fn validate(&self) -> Result<()> {
+        if self.schema_version > CONFIG_VERSION {
+            bail!("schema_version {} is newer than this build reads ({CONFIG_VERSION}); update the workspace", self.schema_version);
+        }
         let m = &self.model;
         if m.d_model % m.n_heads != 0 || (m.d_model / m.n_heads) % 2 != 0 {
             bail!("d_model ({}) must be a multiple of n_heads ({}) with an even head size (rotary)", m.d_model, m.n_heads);
@@ -102,7 +119,7 @@ impl Config {
 
     /// sha256 of the config's canonical JSON form (independent of TOML layout and comments).
     pub fn hash(&self) -> String {
-        corpus::provenance::sha256_hex(&serde_json::to_vec(self).expect("config serialises"))
+        output::provenance::sha256_hex(&serde_json::to_vec(self).expect("config serialises"))
     }
 
     /// Learning rate at `step` (0-based) under the configured schedule.

@@ -42,7 +42,7 @@ impl EvalConfig {
         toml::from_str(&text).with_context(|| format!("{}: not a valid eval config", path.display()))
     }
     fn hash(&self) -> String {
-        corpus::provenance::sha256_hex(&serde_json::to_vec(self).unwrap())
+        output::provenance::sha256_hex(&serde_json::to_vec(self).unwrap())
     }
 }
 
@@ -137,19 +137,55 @@ pub struct EvalSummary {
     pub out: PathBuf,
 }
 
-/// Evaluates every checkpoint (sidecar) in `ckpt_dir`, writing into `out_dir`.
-pub fn run(ckpt_dir: &Path, cfg: &EvalConfig, out_dir: &Path, quiet: bool) -> Result<EvalSummary> {
+/// Finds the tokenizer a checkpoint's config names: as given, then relative to each folder above
+/// the checkpoint folder (configs name it relative to the repository root, and runs live below it).
+pub fn resolve_tokenizer(named: &Path, ckpt_dir: &Path) -> Result<PathBuf> {
+    if named.is_file() || named.is_absolute() {
+        return Ok(named.to_path_buf());
+    }
+    let start = ckpt_dir.canonicalize().unwrap_or_else(|_| ckpt_dir.to_path_buf());
+    for dir in start.ancestors() {
+        let p = dir.join(named);
+        if p.is_file() {
+            return Ok(p);
+        }
+    }
+    bail!("{}: tokenizer not found, neither from the working folder nor above {}; pass --tokenizer", named.display(), ckpt_dir.display())
+}
+
+/// Cached example rows of one checkpoint, if they were computed under `key` and still read.
+fn cached_rows(rows_path: &Path, key_path: &Path, key: &ResultKey) -> Option<Vec<ExampleRecord>> {
+    let text = std::fs::read_to_string(key_path).ok()?;
+    if serde_json::from_str::<ResultKey>(&text).ok()? != *key || !rows_path.is_file() {
+        return None;
+    }
+    match records::read_examples(rows_path) {
+        Ok(rows) => Some(rows),
+        Err(e) => {
+            eprintln!("warning: scoring again: {e:#}");
+            None
+        }
+    }
+}
+
+/// Evaluates every checkpoint (sidecar) in `ckpt_dir`, writing into `out_dir` (locked for the
+/// run: a second writer is refused). `tokenizer` overrides the path the checkpoints' config names.
+pub fn run(ckpt_dir: &Path, cfg: &EvalConfig, out_dir: &Path, tokenizer: Option<&Path>, quiet: bool) -> Result<EvalSummary> {
     let ckpts = checkpoint::list(ckpt_dir)?;
     if ckpts.is_empty() {
         bail!("{}: no checkpoints (step_*.json) found", ckpt_dir.display());
     }
     let first: &Sidecar = &ckpts[0].1;
-    let tok = Tok::load(&first.config.data.tokenizer)?;
+    let tok_path = match tokenizer {
+        Some(p) => p.to_path_buf(),
+        None => resolve_tokenizer(&first.config.data.tokenizer, ckpt_dir)?,
+    };
+    let tok = Tok::load(&tok_path)?;
     let all_tasks = tasks::load_all(&cfg.tasks)?;
     let prepared = prepare(&all_tasks, &tok, cfg)?;
     let task_versions: Vec<(String, String)> = prepared.iter().map(|p| (p.name.clone(), p.version.clone())).collect();
     let n_examples: usize = prepared.iter().map(|p| p.ids.len()).sum();
-    std::fs::create_dir_all(out_dir).with_context(|| format!("{}: cannot create", out_dir.display()))?;
+    let lock = output::FolderLock::acquire(out_dir, "lm eval")?;
     let device = Device::cuda_if_available();
     let bar = if quiet { ProgressBar::hidden() } else { ProgressBar::new(ckpts.len() as u64) };
     bar.set_style(ProgressStyle::with_template("eval [{bar:30}] {pos}/{len} checkpoints {msg} ETA {eta}").unwrap().progress_chars("=> "));
@@ -159,10 +195,9 @@ pub fn run(ckpt_dir: &Path, cfg: &EvalConfig, out_dir: &Path, quiet: bool) -> Re
         let stem = checkpoint::stem(meta.step);
         let key = ResultKey { step: meta.step, weights_sha256: meta.weights_sha256.clone(), eval_config_hash: cfg.hash(), task_versions: task_versions.clone() };
         let (rows_path, key_path) = (out_dir.join(format!("{stem}.parquet")), out_dir.join(format!("{stem}.json")));
-        let cached = std::fs::read_to_string(&key_path).ok().and_then(|t| serde_json::from_str::<ResultKey>(&t).ok()).is_some_and(|k| k == key);
-        let rows = if cached && rows_path.is_file() {
+        let rows = if let Some(rows) = cached_rows(&rows_path, &key_path, &key) {
             skipped += 1;
-            records::read_examples(&rows_path)?
+            rows
         } else {
             if meta.config.data.vocab_size != first.config.data.vocab_size || meta.tokenizer_sha256 != tok.sha256 {
                 bail!("{}: checkpoints in {} use different tokenizers", path.display(), ckpt_dir.display());
@@ -174,8 +209,10 @@ pub fn run(ckpt_dir: &Path, cfg: &EvalConfig, out_dir: &Path, quiet: bool) -> Re
             let rows = evaluate(&model, &tok, &prepared, meta.step, cfg.batch_tokens, device)?;
             scoring_s += t.elapsed().as_secs_f64();
             records::summarise(&rows).with_context(|| format!("{}", path.display()))?;
+            // the key goes last: rows without their key are scored again
+            let _ = std::fs::remove_file(&key_path);
             records::write_frame(&rows_path, &mut records::examples_frame(&rows)?)?;
-            corpus::write_atomic(&key_path, serde_json::to_string_pretty(&key)?.as_bytes())?;
+            output::write_atomic(&key_path, serde_json::to_string_pretty(&key)?.as_bytes())?;
             scored += 1;
             rows
         };
@@ -185,16 +222,19 @@ pub fn run(ckpt_dir: &Path, cfg: &EvalConfig, out_dir: &Path, quiet: bool) -> Re
     }
     bar.finish();
     let summary = records::summarise(&all_rows)?;
-    records::write_frame(&out_dir.join("examples.parquet"), &mut records::examples_frame(&all_rows)?)?;
+    let mut set = output::FileSet::begin(&lock, out_dir)?;
+    records::stage_frame(&mut set, "examples.parquet", &mut records::examples_frame(&all_rows)?)?;
     let mut tf = records::tasks_frame(&summary)?;
-    records::write_frame(&out_dir.join("tasks.parquet"), &mut tf)?;
-    records::write_frame(&out_dir.join("tasks.csv"), &mut tf)?;
+    records::stage_frame(&mut set, "tasks.parquet", &mut tf)?;
+    records::stage_frame(&mut set, "tasks.csv", &mut tf)?;
     let provenance = serde_json::json!({
         "checkpoints": ckpt_dir, "eval_config": cfg, "eval_config_hash": cfg.hash(), "tasks": task_versions,
-        "tokenizer_sha256": tok.sha256, "git_commit": crate::provenance::git_commit(),
+        "tokenizer_sha256": tok.sha256, "git_commit": output::provenance::git_commit(), "host": output::provenance::host(),
         "weights": ckpts.iter().map(|(_, m)| (m.step, m.weights_sha256.clone())).collect::<Vec<_>>(),
     });
-    corpus::write_atomic(&out_dir.join("provenance.json"), serde_json::to_string_pretty(&provenance)?.as_bytes())?;
+    set.write("provenance.json", serde_json::to_string_pretty(&provenance)?.as_bytes())?;
+    set.commit()?;
+    drop(lock);
     Ok(EvalSummary { checkpoints: ckpts.len(), scored, skipped, examples_per_checkpoint: n_examples, scoring_s, out: out_dir.to_owned() })
 }
 

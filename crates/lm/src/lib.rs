@@ -15,7 +15,6 @@ pub mod config;
 pub mod eval;
 pub mod model;
 pub mod optim;
-pub mod provenance;
 pub mod score;
 pub mod tokenize;
 pub mod train;

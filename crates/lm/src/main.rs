@@ -36,6 +36,10 @@ enum Command {
         /// Stop after this step (the run can be resumed later with the same command).
         #[arg(long)]
         stop_after: Option<u64>,
+        /// Move an existing run folder aside (to <run>.old-<n>, nothing is deleted) and start
+        /// again from step 0.
+        #[arg(long)]
+        restart: bool,
         /// No progress bar.
         #[arg(long)]
         quiet: bool,
@@ -57,6 +61,10 @@ enum Command {
         /// Override the config's number of few-shot examples.
         #[arg(long)]
         shots: Option<usize>,
+        /// Tokenizer JSON [default: the one the checkpoints' config names, looked up from the
+        /// working folder and from the folders above the checkpoints]; its sha256 must match.
+        #[arg(long)]
+        tokenizer: Option<PathBuf>,
         #[arg(long)]
         quiet: bool,
     },
@@ -74,10 +82,10 @@ fn main() -> Result<()> {
             let tok = train::tokenizer_for(&cfg)?;
             println!("{}: vocab {} sha256 {}", tok.path.display(), tok.vocab_size(), tok.sha256);
         }
-        Command::Train { config, out, stop_after, quiet } => {
+        Command::Train { config, out, stop_after, restart, quiet } => {
             let cfg = Config::load(&config)?;
             let run_dir = out.unwrap_or_else(|| PathBuf::from("runs").join(&cfg.name));
-            let s = train::train(&cfg, &run_dir, &TrainOptions { stop_after, quiet })?;
+            let s = train::train(&cfg, &run_dir, &TrainOptions { stop_after, quiet, restart })?;
             if let Some(step) = s.resumed_from {
                 println!("resumed from step {step}");
             }
@@ -93,12 +101,12 @@ fn main() -> Result<()> {
                 s.last_val_loss
             );
         }
-        Command::Eval { checkpoints, config, out, max_examples, shots, quiet } => {
+        Command::Eval { checkpoints, config, out, max_examples, shots, tokenizer, quiet } => {
             let mut cfg = lm::eval::EvalConfig::load(&config)?;
             cfg.max_examples = max_examples.unwrap_or(cfg.max_examples);
             cfg.shots = shots.unwrap_or(cfg.shots);
             let out = out.unwrap_or_else(|| checkpoints.parent().unwrap_or(&checkpoints).join("eval"));
-            let s = lm::eval::run(&checkpoints, &cfg, &out, quiet)?;
+            let s = lm::eval::run(&checkpoints, &cfg, &out, tokenizer.as_deref(), quiet)?;
             println!(
                 "{}: {} checkpoints ({} scored, {} up to date), {} examples each, {:.1} s scoring ({:.0} examples/s)",
                 s.out.display(),

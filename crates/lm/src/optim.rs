@@ -79,18 +79,25 @@ impl AdamW {
 
     /// Restores moments saved by `named_state`; every parameter's moments must be present.
     pub fn load_state(&mut self, saved: Vec<(String, Tensor)>) -> Result<()> {
+        // every tensor is checked before any is copied, so a bad file leaves the state as it was
         let saved: std::collections::HashMap<String, Tensor> = saved.into_iter().collect();
         let Some(step) = saved.get("step") else { bail!("optimizer state has no `step`") };
-        self.step = i64::try_from(step)? as u64;
-        for (n, p, m, v) in self.state.iter_mut() {
-            for (prefix, dst) in [("m", &mut *m), ("v", &mut *v)] {
+        let step = i64::try_from(step)? as u64;
+        for (n, p, _, _) in &self.state {
+            for prefix in ["m", "v"] {
                 let key = format!("{prefix}.{n}");
                 let Some(src) = saved.get(&key) else { bail!("optimizer state lacks `{key}`") };
                 if src.size() != p.size() || src.kind() != Kind::Float {
-                    bail!("optimizer state `{key}` has shape {:?}, the model has {:?}", src.size(), p.size());
+                    bail!("optimizer state `{key}` has shape {:?} and dtype {:?}, the model has {:?} (Float)", src.size(), src.kind(), p.size());
                 }
-                tch::no_grad(|| dst.copy_(src));
             }
+        }
+        self.step = step;
+        for (n, _, m, v) in self.state.iter_mut() {
+            tch::no_grad(|| {
+                m.copy_(&saved[&format!("m.{n}")]);
+                v.copy_(&saved[&format!("v.{n}")]);
+            });
         }
         Ok(())
     }

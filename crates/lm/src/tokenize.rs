@@ -9,7 +9,7 @@ use tokenizers::models::TrainerWrapper;
 use tokenizers::pre_tokenizers::byte_level::ByteLevel;
 use tokenizers::Tokenizer;
 
-use crate::provenance::sha256_file;
+use output::provenance::sha256_file;
 
 /// A loaded tokenizer and the hash of the file it came from.
 pub struct Tok {
@@ -57,7 +57,7 @@ impl Tok {
             }
         }
         let bytes: Vec<u8> = ids.iter().flat_map(|i| i.to_le_bytes()).collect();
-        corpus::write_atomic(&cache, &bytes)?;
+        output::write_atomic(&cache, &bytes)?;
         Ok(ids)
     }
 }
@@ -83,6 +83,6 @@ pub fn train(train_file: &Path, vocab_size: usize, out: &Path) -> Result<Tok> {
         std::fs::create_dir_all(dir)?;
     }
     let json = tok.to_string(false).map_err(|e| anyhow::anyhow!("tokenizer: {e}"))?;
-    corpus::write_atomic(out, json.as_bytes())?;
+    output::write_atomic(out, json.as_bytes())?;
     Tok::load(out)
 }

@@ -16,7 +16,7 @@ use crate::checkpoint::{self, Sidecar};
 use crate::config::Config;
 use crate::model::Gpt;
 use crate::optim::AdamW;
-use crate::provenance::git_commit;
+use output::provenance::git_commit;
 use crate::tokenize::{self, Tok};
 
 /// Token streams of the training and validation splits.
@@ -104,6 +104,8 @@ pub struct TrainOptions {
     pub stop_after: Option<u64>,
     /// No progress bar.
     pub quiet: bool,
+    /// Move an existing run folder aside (`<run>.old-<n>`) and start again from step 0.
+    pub restart: bool,
 }
 
 #[derive(Debug, Clone)]
@@ -118,26 +120,58 @@ pub struct TrainSummary {
     pub n_params: i64,
 }
 
-/// Newest checkpoint that loads cleanly and has optimizer state; corrupt ones are skipped with a
-/// warning (never deleted).
+/// Newest checkpoint whose sidecar, weights and optimizer state all verify, loaded into `vs` and
+/// `opt`; `None` only if the folder has no checkpoint at all. Checkpoints that do not verify are
+/// skipped with a warning (never deleted); if some exist but none verifies, training refuses to
+/// start, since starting at step 0 would overwrite them.
 fn resume_point(ckpt_dir: &Path, vs: &mut VarStore, opt: &mut AdamW, tok: &Tok) -> Result<Option<Sidecar>> {
-    for (path, meta) in checkpoint::list(ckpt_dir)?.into_iter().rev() {
-        let Some(optim_file) = &meta.optimizer_file else { continue };
-        let optim_path = ckpt_dir.join(optim_file);
-        if !optim_path.is_file() {
-            continue;
-        }
-        let loaded = checkpoint::load(&path, vs, &tok.sha256).and_then(|m| {
-            let state = Tensor::read_safetensors(&optim_path).with_context(|| format!("{}: unreadable optimizer state", optim_path.display()))?;
-            opt.load_state(state).with_context(|| format!("{}", optim_path.display()))?;
-            Ok(m)
-        });
-        match loaded {
-            Ok(m) => return Ok(Some(m)),
-            Err(e) => eprintln!("warning: skipping checkpoint: {e:#}"),
+    let all = checkpoint::list_all(ckpt_dir)?;
+    let mut candidates = Vec::new();
+    let mut problems = Vec::new();
+    for (path, meta) in all {
+        match meta {
+            Ok(m) => candidates.push((path, m)),
+            Err(e) => problems.push(format!("{e:#}")),
         }
     }
+    candidates.sort_by_key(|(_, m)| m.step);
+    for (path, meta) in candidates.into_iter().rev() {
+        if meta.optimizer_file.is_none() {
+            continue; // pruned: only the newest two checkpoints keep optimizer state
+        }
+        let verified = checkpoint::verify(&path, vs, &tok.sha256).and_then(|(m, w)| Ok((m.clone(), w, checkpoint::verify_optimizer(&path, &m)?)));
+        match verified.and_then(|(m, w, state)| {
+            opt.load_state(state).with_context(|| format!("{}: optimizer state does not fit the model", path.display()))?;
+            w.apply();
+            Ok(m)
+        }) {
+            Ok(m) => {
+                for p in &problems {
+                    eprintln!("warning: skipped a checkpoint that does not verify: {p}");
+                }
+                return Ok(Some(m));
+            }
+            Err(e) => problems.push(format!("{e:#}")),
+        }
+    }
+    // weights without a sidecar are an interrupted save, which never counts as a checkpoint
+    let sidecars = checkpoint::list_all(ckpt_dir)?.len();
+    if sidecars > 0 {
+        bail!(
+            "{}: has {sidecars} checkpoint(s) but none to resume from (weights, optimizer state and sidecar must all verify):\n  {}\nStarting at step 0 would overwrite them. Restore the files, or pass --restart to move this run aside and start again",
+            ckpt_dir.display(),
+            if problems.is_empty() { "no checkpoint keeps optimizer state".to_string() } else { problems.join("\n  ") }
+        );
+    }
     Ok(None)
+}
+
+/// Moves a run folder aside to `<run>.old-<n>` (the first free n), never deleting anything.
+fn move_aside(run_dir: &Path) -> Result<PathBuf> {
+    let name = run_dir.file_name().and_then(|n| n.to_str()).context("run folder has no name")?;
+    let aside = (1..).map(|n| run_dir.with_file_name(format!("{name}.old-{n}"))).find(|p| !p.exists()).unwrap();
+    std::fs::rename(run_dir, &aside).with_context(|| format!("{}: cannot move aside to {}", run_dir.display(), aside.display()))?;
+    Ok(aside)
 }
 
 /// Keeps the training log consistent with the step we resume from: rows after it are dropped.
@@ -152,23 +186,31 @@ fn open_log(path: &Path, resumed: Option<u64>) -> Result<std::fs::File> {
             }
         }
     }
-    corpus::write_atomic(path, kept.as_bytes())?;
+    output::write_atomic(path, kept.as_bytes())?;
     std::fs::OpenOptions::new().append(true).open(path).with_context(|| format!("{}: cannot append", path.display()))
 }
 
-/// Trains `cfg` in `run_dir`, resuming from the newest good checkpoint there.
+/// Trains `cfg` in `run_dir`, resuming from the newest good checkpoint there. The run folder is
+/// locked for the whole run: a second writer is refused.
 pub fn train(cfg: &Config, run_dir: &Path, opts: &TrainOptions) -> Result<TrainSummary> {
     let tok = tokenizer_for(cfg)?;
     let data = TokenData::load(cfg, &tok)?;
-    std::fs::create_dir_all(run_dir).with_context(|| format!("{}: cannot create", run_dir.display()))?;
+    let mut lock = output::FolderLock::acquire(run_dir, "lm train")?;
+    if opts.restart && std::fs::read_dir(run_dir).map(|d| d.flatten().any(|e| e.file_name() != ".lock")).unwrap_or(false) {
+        let aside = move_aside(run_dir)?;
+        let _ = std::fs::remove_file(aside.join(".lock"));
+        eprintln!("moved the previous run aside to {}", aside.display());
+        drop(lock);
+        lock = output::FolderLock::acquire(run_dir, "lm train")?;
+    }
     let cfg_path = run_dir.join("config.toml");
     if cfg_path.is_file() {
         let existing = Config::load(&cfg_path)?;
         if existing != *cfg {
-            bail!("{}: this run was started with another config (hash {}); use another --out or delete the run", cfg_path.display(), &existing.hash()[..12]);
+            bail!("{}: this run was started with another config (hash {}); use another --out, or --restart to move this run aside", cfg_path.display(), &existing.hash()[..12]);
         }
     } else {
-        corpus::write_atomic(&cfg_path, toml::to_string(cfg)?.as_bytes())?;
+        output::write_atomic(&cfg_path, toml::to_string(cfg)?.as_bytes())?;
     }
     let ckpt_dir = run_dir.join("checkpoints");
     let device = Device::cuda_if_available();
@@ -194,6 +236,8 @@ pub fn train(cfg: &Config, run_dir: &Path, opts: &TrainOptions) -> Result<TrainS
         weights_file: String::new(),
         weights_sha256: String::new(),
         optimizer_file: None,
+        optimizer_sha256: None,
+        schema_version: checkpoint::SIDECAR_VERSION,
         git_commit: commit.clone(),
         config: cfg.clone(),
     };
@@ -238,6 +282,7 @@ pub fn train(cfg: &Config, run_dir: &Path, opts: &TrainOptions) -> Result<TrainS
         bar.inc(1);
     }
     bar.finish();
+    drop(lock);
     let wall_s = began.elapsed().as_secs_f64();
     let steps_run = end.saturating_sub(start);
     Ok(TrainSummary {
@@ -255,11 +300,20 @@ pub fn train(cfg: &Config, run_dir: &Path, opts: &TrainOptions) -> Result<TrainS
 /// Deletes optimizer state of all but the newest `keep` checkpoints (weights are never deleted)
 /// and clears their sidecars' `optimizer_file`.
 fn prune_optimizer_state(dir: &Path, keep: usize) -> Result<()> {
-    let with_state: Vec<(PathBuf, Sidecar)> = checkpoint::list(dir)?.into_iter().filter(|(_, m)| m.optimizer_file.is_some()).collect();
+    let mut with_state: Vec<(PathBuf, Sidecar)> = checkpoint::list_all(dir)?.into_iter().filter_map(|(p, m)| m.ok().map(|m| (p, m))).filter(|(_, m)| m.optimizer_file.is_some()).collect();
+    with_state.sort_by_key(|(_, m)| m.step);
     for (path, mut meta) in with_state.into_iter().rev().skip(keep) {
         let f = dir.join(meta.optimizer_file.take().unwrap());
-        corpus::write_atomic(&path, serde_json::to_string_pretty(&meta)?.as_bytes())?;
+        meta.optimizer_sha256 = None;
+        output::write_atomic(&path, serde_json::to_string_pretty(&meta)?.as_bytes())?;
         let _ = std::fs::remove_file(f);
+    }
+    // state files whose sidecar no longer names them (a prune interrupted between the two steps)
+    for (_, meta) in checkpoint::list_all(dir)?.into_iter().filter_map(|(p, m)| m.ok().map(|m| (p, m))) {
+        let f = dir.join(format!("{}.optim.safetensors", checkpoint::stem(meta.step)));
+        if meta.optimizer_file.is_none() && f.is_file() {
+            let _ = std::fs::remove_file(f);
+        }
     }
     Ok(())
 }

@@ -32,7 +32,7 @@ fn setup(dir: &Path) -> Config {
 }
 
 fn quiet() -> TrainOptions {
-    TrainOptions { stop_after: None, quiet: true }
+    TrainOptions { quiet: true, ..Default::default() }
 }
 
 fn weights(path: &Path) -> Vec<(String, Tensor)> {
@@ -61,7 +61,7 @@ fn resume_after_a_kill_equals_the_straight_run() {
     assert_eq!(s.last_step, 60);
 
     let resumed = dir.path().join("resumed");
-    let first = train::train(&cfg, &resumed, &TrainOptions { stop_after: Some(30), quiet: true }).unwrap();
+    let first = train::train(&cfg, &resumed, &TrainOptions { stop_after: Some(30), quiet: true, ..Default::default() }).unwrap();
     assert_eq!((first.last_step, first.resumed_from), (30, None));
     // a kill between checkpoints leaves a half-written file behind: it must be ignored
     std::fs::write(resumed.join("checkpoints/step_000040.partial"), b"garbage").unwrap();
@@ -84,7 +84,7 @@ fn checkpoint_round_trip_is_bit_exact_and_provenance_is_recorded() {
     let dir = tempfile::tempdir().unwrap();
     let cfg = setup(dir.path());
     let run = dir.path().join("run");
-    train::train(&cfg, &run, &TrainOptions { stop_after: Some(10), quiet: true }).unwrap();
+    train::train(&cfg, &run, &TrainOptions { stop_after: Some(10), quiet: true, ..Default::default() }).unwrap();
     let sidecar = run.join("checkpoints/step_000010.json");
     let tok = Tok::load(&cfg.data.tokenizer).unwrap();
     let mut vs = VarStore::new(Device::Cpu);
@@ -117,7 +117,7 @@ fn bad_checkpoints_and_tokenizer_mismatch_give_clear_errors_naming_the_file() {
     let dir = tempfile::tempdir().unwrap();
     let cfg = setup(dir.path());
     let run = dir.path().join("run");
-    train::train(&cfg, &run, &TrainOptions { stop_after: Some(20), quiet: true }).unwrap();
+    train::train(&cfg, &run, &TrainOptions { stop_after: Some(20), quiet: true, ..Default::default() }).unwrap();
     let tok = Tok::load(&cfg.data.tokenizer).unwrap();
     let ck: PathBuf = run.join("checkpoints");
 
@@ -167,4 +167,41 @@ fn a_short_run_lowers_validation_loss() {
     assert_eq!(ckpts.iter().map(|(_, m)| m.step).collect::<Vec<_>>(), vec![0, 10, 20, 30, 40, 50, 60]);
     // optimizer state is kept for the newest two only
     assert_eq!(ckpts.iter().filter(|(_, m)| m.optimizer_file.is_some()).count(), 2);
+}
+
+/// D1: a run folder whose checkpoints cannot be resumed is never restarted from scratch over
+/// them; `--restart` moves it aside instead of deleting it.
+#[test]
+fn a_run_without_a_resumable_checkpoint_is_refused_not_overwritten() {
+    let dir = tempfile::tempdir().unwrap();
+    let cfg = setup(dir.path());
+    let run = dir.path().join("run");
+    train::train(&cfg, &run, &TrainOptions { stop_after: Some(20), quiet: true, ..Default::default() }).unwrap();
+    let ck = run.join("checkpoints");
+    for f in ["step_000010.optim.safetensors", "step_000020.optim.safetensors"] {
+        std::fs::remove_file(ck.join(f)).unwrap();
+    }
+    let before: Vec<(PathBuf, Vec<u8>)> = std::fs::read_dir(&ck).unwrap().map(|e| e.unwrap().path()).map(|p| (p.clone(), std::fs::read(&p).unwrap())).collect();
+    let log = std::fs::read(run.join("train_log.csv")).unwrap();
+    let e = format!("{:#}", train::train(&cfg, &run, &quiet()).unwrap_err());
+    assert!(e.contains("but none to resume from") && e.contains("--restart") && e.contains("optimizer state missing"), "{e}");
+    for (p, bytes) in &before {
+        assert_eq!(&std::fs::read(p).unwrap(), bytes, "{} changed", p.display());
+    }
+    assert_eq!(std::fs::read(run.join("train_log.csv")).unwrap(), log);
+    // a corrupt optimizer state (hash recorded in the sidecar) is not resumable either
+    let s = train::train(&cfg, &run, &TrainOptions { restart: true, stop_after: Some(10), quiet: true, ..Default::default() }).unwrap();
+    assert_eq!(s.resumed_from, None);
+    let aside = dir.path().join("run.old-1");
+    for (p, bytes) in &before {
+        assert_eq!(&std::fs::read(aside.join("checkpoints").join(p.file_name().unwrap())).unwrap(), bytes);
+    }
+    let o = ck.join("step_000010.optim.safetensors");
+    let mut bytes = std::fs::read(&o).unwrap();
+    let n = bytes.len() - 10;
+    bytes[n] ^= 1;
+    std::fs::write(&o, &bytes).unwrap();
+    std::fs::remove_file(ck.join("step_000000.optim.safetensors")).unwrap();
+    let e = format!("{:#}", train::train(&cfg, &run, &quiet()).unwrap_err());
+    assert!(e.contains("step_000010.optim.safetensors") && e.contains("corrupt"), "{e}");
 }

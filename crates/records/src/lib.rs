@@ -7,7 +7,7 @@
 //!   log-likelihood lets ensembles of checkpoints be scored offline.
 //! - [`TaskRecord`]: one row per (step, task): accuracy and its standard error.
 //!
-//! Tables are written as parquet (and CSV for the task table) through a temp file and a rename.
+//! Tables are written as parquet (and CSV for the task table) whole or not at all (`output`).
 //! [`harness`] reads lm-evaluation-harness results and `--log_samples` files into the same rows.
 
 pub mod harness;
@@ -177,30 +177,54 @@ pub fn frame_of<T: Serialize>(rows: &[T]) -> Result<DataFrame> {
     Ok(DataFrame::new(rows.len(), cols)?)
 }
 
-fn tmp_path(path: &Path) -> std::path::PathBuf {
-    let mut name = path.file_name().unwrap_or_default().to_os_string();
-    name.push(".partial");
-    path.with_file_name(name)
+/// How a frame is stored: parquet, or CSV when the file name ends in `.csv`.
+pub fn is_csv(name: impl AsRef<Path>) -> bool {
+    name.as_ref().extension().is_some_and(|e| e == "csv")
 }
 
-/// Writes a frame as parquet (or CSV if the path ends in .csv) via a temp file and a rename.
-pub fn write_frame(path: &Path, df: &mut DataFrame) -> Result<()> {
-    if let Some(dir) = path.parent() {
-        std::fs::create_dir_all(dir).with_context(|| format!("{}: cannot create", dir.display()))?;
-    }
-    let tmp = tmp_path(path);
-    let file = std::fs::File::create(&tmp).with_context(|| format!("{}: cannot create", tmp.display()))?;
-    if path.extension().is_some_and(|e| e == "csv") {
-        CsvWriter::new(file).finish(df).map_err(|e| anyhow::anyhow!("{}: cannot write CSV: {e}", tmp.display()))?;
+/// Version of the table layouts this build writes, stored in every parquet file under the key
+/// [`VERSION_KEY`]. Files without the key are version 1 and read as such; a newer version is
+/// refused with a message.
+pub const TABLE_VERSION: u32 = 1;
+pub const VERSION_KEY: &str = "fluctuation_table_version";
+
+/// Writes a frame as parquet (or CSV) into any writer.
+pub fn write_frame_to(w: &mut dyn std::io::Write, df: &mut DataFrame, csv: bool) -> Result<()> {
+    if csv {
+        CsvWriter::new(w).finish(df).map_err(|e| anyhow::anyhow!("CSV: {e}"))
     } else {
-        ParquetWriter::new(file).finish(df).map_err(|e| anyhow::anyhow!("{}: cannot write parquet: {e}", tmp.display()))?;
+        let kv = polars::io::parquet::write::KeyValueMetadata::from_static(vec![(VERSION_KEY.to_string(), TABLE_VERSION.to_string())]);
+        ParquetWriter::new(w).with_key_value_metadata(Some(kv)).finish(df).map(|_| ()).map_err(|e| anyhow::anyhow!("parquet: {e}"))
     }
-    std::fs::rename(&tmp, path).with_context(|| format!("{}: cannot rename into place", path.display()))
+}
+
+/// Writes a frame as parquet (or CSV if the path ends in .csv), whole or not at all
+/// ([`output::write_atomic_with`]).
+pub fn write_frame(path: &Path, df: &mut DataFrame) -> Result<()> {
+    output::write_atomic_with(path, |w| write_frame_to(w, df, is_csv(path)))
+}
+
+/// Writes a frame into a staged set of files ([`output::FileSet`]).
+pub fn stage_frame(set: &mut output::FileSet, name: &str, df: &mut DataFrame) -> Result<()> {
+    set.write_with(name, |w| write_frame_to(w, df, is_csv(name)))
 }
 
 pub fn read_parquet(path: &Path) -> Result<DataFrame> {
     let file = std::fs::File::open(path).with_context(|| format!("{}: cannot open", path.display()))?;
-    ParquetReader::new(file).finish().map_err(|e| anyhow::anyhow!("{}: not a readable parquet file (truncated?): {e}", path.display()))
+    let unreadable = |e: PolarsError| anyhow::anyhow!("{}: not a readable parquet file (truncated?): {e}", path.display());
+    let mut reader = ParquetReader::new(file);
+    let version = reader
+        .get_metadata()
+        .map_err(unreadable)?
+        .key_value_metadata
+        .as_ref()
+        .and_then(|kv| kv.iter().find(|k| k.key == VERSION_KEY))
+        .and_then(|k| k.value.as_deref()?.parse::<u32>().ok())
+        .unwrap_or(1);
+    if version > TABLE_VERSION {
+        bail!("{}: table version {version} is newer than this build reads ({TABLE_VERSION}); update the workspace", path.display());
+    }
+    reader.finish().map_err(unreadable)
 }
 
 fn col<'a>(df: &'a DataFrame, path: &Path, name: &str) -> Result<&'a Column> {

@@ -181,14 +181,14 @@ pub fn build_all(raw: &Path, heldout: &Path, out: &Path) -> Result<Vec<TaskInfo>
         let jsonl: String = examples.iter().map(|e| serde_json::to_string(e).unwrap() + "\n").collect();
         let file = format!("{name}.jsonl");
         crate::parse_examples(&out.join(&file), &jsonl)?; // never write a task file that would not load
-        corpus::write_atomic(&out.join(&file), jsonl.as_bytes())?;
+        output::write_atomic(&out.join(&file), jsonl.as_bytes())?;
         let chance = match kind {
             Kind::Cloze => 0.0,
             _ => examples.iter().map(|e| 1.0 / e.choices.len() as f64).sum::<f64>() / examples.len() as f64,
         };
-        infos.push(TaskInfo { name, kind, file, sha256: corpus::provenance::sha256_hex(jsonl.as_bytes()), examples: examples.len(), chance, source, license });
+        infos.push(TaskInfo { name, kind, file, sha256: output::provenance::sha256_hex(jsonl.as_bytes()), examples: examples.len(), chance, source, license });
     }
-    corpus::write_atomic(&out.join("manifest.json"), serde_json::to_string_pretty(&infos)?.as_bytes())?;
+    output::write_atomic(&out.join("manifest.json"), serde_json::to_string_pretty(&infos)?.as_bytes())?;
     Ok(infos)
 }
 

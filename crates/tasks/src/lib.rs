@@ -101,7 +101,7 @@ pub fn load_all(dir: &Path) -> Result<Vec<Task>> {
 pub fn load(dir: &Path, info: TaskInfo) -> Result<Task> {
     let path = dir.join(&info.file);
     let bytes = std::fs::read(&path).with_context(|| format!("{}: cannot read task file", path.display()))?;
-    let sha = corpus::provenance::sha256_hex(&bytes);
+    let sha = output::provenance::sha256_hex(&bytes);
     if sha != info.sha256 {
         bail!("{}: sha256 {} differs from the manifest's {}; rebuild with `just data`", path.display(), &sha[..12], &info.sha256[..12]);
     }

@@ -1,5 +1,5 @@
 //! Where an output came from: file hashes and the git commit of the code that wrote it
-//! (shared by every crate that writes outputs).
+//! and the machine it ran on (shared by every crate that writes outputs).
 
 use anyhow::{Context, Result};
 use sha2::{Digest, Sha256};
@@ -40,4 +40,15 @@ pub fn git_commit() -> String {
         },
         None => "unknown".into(),
     }
+}
+
+/// The machine an output was computed on: threads torch/rayon may use and the CPU model, which
+/// explain timings (and, for floating point, rare last-bit differences between hosts).
+pub fn host() -> serde_json::Value {
+    let cpu = std::fs::read_to_string("/proc/cpuinfo")
+        .ok()
+        .and_then(|t| t.lines().find(|l| l.starts_with("model name")).and_then(|l| l.split_once(':')).map(|(_, v)| v.trim().to_string()))
+        .unwrap_or_else(|| "unknown".into());
+    let threads = std::thread::available_parallelism().map_or(1, |n| n.get());
+    serde_json::json!({"cpu": cpu, "threads": threads, "os": std::env::consts::OS, "arch": std::env::consts::ARCH})
 }

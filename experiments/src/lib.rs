@@ -294,14 +294,20 @@ impl Output {
     }
 
     /// Writes `<name>.<ext>` for each (ext, bytes), then the sidecar `<name>.provenance.json`.
+    /// The files whose bytes change are written as one set, in the locked output folder.
     pub fn files(&self, files: &[(&str, Vec<u8>)], run: &Run) -> Result<()> {
+        let lock = output::FolderLock::acquire(&self.dir, &self.name)?;
+        let mut set = output::FileSet::begin(&lock, &self.dir)?;
         let mut outputs = vec![];
         for (ext, bytes) in files {
             if bytes.is_empty() {
                 bail!("{}: nothing to write", self.path(ext).display());
             }
             let p = self.path(ext);
-            let changed = write_if_changed(&p, bytes)?;
+            let changed = !std::fs::read(&p).is_ok_and(|old| &old == bytes);
+            if changed {
+                set.write(&format!("{}.{ext}", self.name), bytes)?;
+            }
             eprintln!(
                 "{} {}",
                 if changed { "wrote    " } else { "unchanged" },
@@ -334,22 +340,13 @@ impl Output {
             "inputs": inputs,
             "outputs": outputs,
         });
-        write_if_changed(
-            &self.path("provenance.json"),
-            serde_json::to_string_pretty(&prov)?.as_bytes(),
-        )?;
+        let prov = serde_json::to_string_pretty(&prov)?;
+        if !std::fs::read(self.path("provenance.json")).is_ok_and(|old| old == prov.as_bytes()) {
+            set.write(&format!("{}.provenance.json", self.name), prov.as_bytes())?;
+        }
+        set.commit()?;
         Ok(())
     }
-}
-
-/// Writes through a temp file and a rename, unless the file already holds exactly these bytes.
-/// Returns whether it wrote.
-pub fn write_if_changed(path: &Path, bytes: &[u8]) -> Result<bool> {
-    if std::fs::read(path).map(|old| old == bytes).unwrap_or(false) {
-        return Ok(false);
-    }
-    output::write_atomic(path, bytes)?;
-    Ok(true)
 }
 
 /// A Markdown table from a header and rows of cells; columns of numbers are right-aligned.
@@ -393,19 +390,6 @@ pub fn mean(x: &[f64]) -> f64 {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn unchanged_bytes_leave_the_file_alone() {
-        let dir = tempfile::tempdir().unwrap();
-        let p = dir.path().join("a.txt");
-        assert!(write_if_changed(&p, b"one").unwrap());
-        let t0 = std::fs::metadata(&p).unwrap().modified().unwrap();
-        std::thread::sleep(std::time::Duration::from_millis(20));
-        assert!(!write_if_changed(&p, b"one").unwrap());
-        assert_eq!(std::fs::metadata(&p).unwrap().modified().unwrap(), t0);
-        assert!(write_if_changed(&p, b"two").unwrap());
-        assert_eq!(std::fs::read(&p).unwrap(), b"two");
-    }
 
     #[test]
     fn a_missing_table_names_the_file_and_the_step() {

@@ -191,7 +191,7 @@ fn read_text(path: &Path) -> Result<String> {
 }
 
 /// Cleans every source under `raw`, removes duplicate paragraphs (first occurrence wins, in source
-/// order), splits, and writes the three split files and the manifest into `out`.
+/// order), splits, and writes the three split files and the manifest into `out`, as one set.
 pub fn build(raw: &Path, out: &Path) -> Result<Manifest> {
     fs::create_dir_all(out).with_context(|| format!("{}: cannot create", out.display()))?;
     let mut seen: HashSet<[u8; 32]> = HashSet::new();
@@ -224,8 +224,10 @@ pub fn build(raw: &Path, out: &Path) -> Result<Manifest> {
         stats.push(st);
     }
     let mut splits = Vec::new();
+    let lock = output::FolderLock::acquire(out, "corpus")?;
+    let mut set = output::FileSet::begin(&lock, out)?;
     for (i, split) in Split::ALL.into_iter().enumerate() {
-        output::write_atomic(&out.join(split.file_name()), texts[i].as_bytes())?;
+        set.write(split.file_name(), texts[i].as_bytes())?;
         splits.push(SplitStats {
             split,
             paragraphs: counts[i],
@@ -234,7 +236,8 @@ pub fn build(raw: &Path, out: &Path) -> Result<Manifest> {
         });
     }
     let manifest = Manifest { sources: stats, splits };
-    output::write_atomic(&out.join("manifest.json"), serde_json::to_string_pretty(&manifest)?.as_bytes())?;
+    set.write("manifest.json", serde_json::to_string_pretty(&manifest)?.as_bytes())?;
+    set.commit()?;
     Ok(manifest)
 }
 

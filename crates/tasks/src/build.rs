@@ -163,7 +163,7 @@ fn specs() -> Vec<Spec> {
     ]
 }
 
-/// Writes every task file and the manifest into `out`; returns the manifest.
+/// Writes every task file and the manifest into `out` as one set; returns the manifest.
 pub fn build_all(raw: &Path, heldout: &Path, out: &Path) -> Result<Vec<TaskInfo>> {
     std::fs::create_dir_all(out).with_context(|| format!("{}: cannot create", out.display()))?;
     let mut tasks: Vec<(String, Kind, Vec<Example>, String, String)> = Vec::new();
@@ -177,18 +177,21 @@ pub fn build_all(raw: &Path, heldout: &Path, out: &Path) -> Result<Vec<TaskInfo>
     tasks.push(("heldout_swap".into(), Kind::MinimalPair, heldout_swaps(&text), format!("original vs adjacent-word-swapped sentences from the {probe}"), "as the corpus sources (data/README.md)".into()));
     tasks.push(("heldout_continuation".into(), Kind::MultipleChoice, heldout_continuations(&text), format!("4-way choice of a paragraph's true continuation, from the {probe}"), "as the corpus sources (data/README.md)".into()));
     let mut infos = Vec::new();
+    let lock = output::FolderLock::acquire(out, "tasks")?;
+    let mut set = output::FileSet::begin(&lock, out)?;
     for (name, kind, examples, source, license) in tasks {
         let jsonl: String = examples.iter().map(|e| serde_json::to_string(e).unwrap() + "\n").collect();
         let file = format!("{name}.jsonl");
         crate::parse_examples(&out.join(&file), &jsonl)?; // never write a task file that would not load
-        output::write_atomic(&out.join(&file), jsonl.as_bytes())?;
+        set.write(&file, jsonl.as_bytes())?;
         let chance = match kind {
             Kind::Cloze => 0.0,
             _ => examples.iter().map(|e| 1.0 / e.choices.len() as f64).sum::<f64>() / examples.len() as f64,
         };
         infos.push(TaskInfo { name, kind, file, sha256: output::provenance::sha256_hex(jsonl.as_bytes()), examples: examples.len(), chance, source, license });
     }
-    output::write_atomic(&out.join("manifest.json"), serde_json::to_string_pretty(&infos)?.as_bytes())?;
+    set.write("manifest.json", serde_json::to_string_pretty(&infos)?.as_bytes())?;
+    set.commit()?;
     Ok(infos)
 }
 

@@ -3,7 +3,6 @@
 
 mod common;
 use common::*;
-use std::time::{Duration, Instant};
 
 #[test]
 fn a_second_writer_of_any_command_is_refused() {
@@ -44,17 +43,8 @@ fn two_trainings_of_one_run_the_second_is_refused_and_the_first_is_intact() {
     let m = Micro::new(300);
     let (a, reference) = (m.path("a"), m.path("b"));
     ok(m.train("micro", &reference), "reference run");
-    let mut first = std::process::Command::new(bin("lm"))
-        .args(["train", "--quiet", "--config", &m.s("micro.toml"), "--out", &a.display().to_string()])
-        .current_dir(root())
-        .stderr(std::process::Stdio::piped())
-        .spawn()
-        .unwrap();
-    let t = Instant::now();
-    while !a.join(".lock").exists() {
-        assert!(t.elapsed() < Duration::from_secs(60), "the first training never took its lock");
-        std::thread::sleep(Duration::from_millis(20));
-    }
+    let a_str = a.display().to_string();
+    let mut first = spawn_holding("lm", &["train", "--quiet", "--config", &m.s("micro.toml"), "--out", &a_str], &a.join(".lock"));
     let second = m.train("micro", &a);
     let busy = first.try_wait().unwrap().is_none();
     assert!(busy, "the first training finished before the second started: make the run longer");

@@ -3,7 +3,6 @@
 
 mod common;
 use common::*;
-use std::time::{Duration, Instant};
 
 fn trained(steps: u64, stop_after: &str) -> (Micro, std::path::PathBuf) {
     let m = Micro::new(steps);
@@ -67,18 +66,7 @@ fn d4_two_evaluations_of_one_folder_the_second_is_refused() {
     let reference = m.path("reference");
     copy_dir(&run, &reference);
     let ckpts = run.join("checkpoints").display().to_string();
-    let mut first = std::process::Command::new(bin("lm"))
-        .args(["eval", "--quiet", "--checkpoints", &ckpts, "--config", &m.s("eval.toml")])
-        .current_dir(root())
-        .stdout(std::process::Stdio::null())
-        .stderr(std::process::Stdio::null())
-        .spawn()
-        .unwrap();
-    let t = Instant::now();
-    while !run.join("eval/.lock").exists() {
-        assert!(t.elapsed() < Duration::from_secs(60), "the first eval never took its lock");
-        std::thread::sleep(Duration::from_millis(10));
-    }
+    let mut first = spawn_holding("lm", &["eval", "--quiet", "--checkpoints", &ckpts, "--config", &m.s("eval.toml")], &run.join("eval/.lock"));
     let second = exec_env("lm", &["eval", "--quiet", "--checkpoints", &ckpts, "--config", &m.s("eval.toml")], &[]);
     assert!(first.try_wait().unwrap().is_none(), "the first eval finished before the second started: make it longer");
     refused(&second, "another writer holds this folder", "second lm eval");

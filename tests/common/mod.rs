@@ -39,6 +39,18 @@ pub fn exec_in(cwd: &Path, name: &str, args: &[&str], env: &[(&str, &str)]) -> O
     c.output().unwrap_or_else(|e| panic!("cannot start {name}: {e}"))
 }
 
+/// Starts a binary in the background and waits (at most a minute) until it holds the lock file
+/// `lock`, so that a second writer can be started against a folder known to be in use.
+pub fn spawn_holding(name: &str, args: &[&str], lock: &Path) -> std::process::Child {
+    let child = Command::new(bin(name)).args(args).current_dir(root()).stdout(std::process::Stdio::null()).stderr(std::process::Stdio::null()).spawn().unwrap_or_else(|e| panic!("cannot start {name}: {e}"));
+    let t = std::time::Instant::now();
+    while !lock.exists() {
+        assert!(t.elapsed() < std::time::Duration::from_secs(60), "{name} {} never took its lock {}", args[0], lock.display());
+        std::thread::sleep(std::time::Duration::from_millis(10));
+    }
+    child
+}
+
 pub fn text(o: &Output) -> String {
     format!("{}{}", String::from_utf8_lossy(&o.stdout), String::from_utf8_lossy(&o.stderr))
 }

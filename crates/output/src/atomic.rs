@@ -69,39 +69,32 @@ pub fn write_atomic_via(path: &Path, write: impl FnOnce(&Path) -> Result<()>) ->
 
 /// [`write_atomic_with`] with the error as it came (the caller names the file).
 pub(crate) fn raw_with(path: &Path, fill: impl FnOnce(&mut dyn Write) -> Result<()>) -> Result<()> {
-    let dir = parent_of(path);
-    fs::create_dir_all(dir).with_context(|| format!("{}: cannot create folder", dir.display()))?;
-    let tmp = temp_path(path);
-    let res = (|| -> Result<()> {
-        let f = OpenOptions::new().write(true).create_new(true).open(&tmp)?;
+    through_temp(path, |tmp| {
+        let f = OpenOptions::new().write(true).create_new(true).open(tmp)?;
         let mut w = BufWriter::with_capacity(1 << 20, Budgeted(f));
         fill(&mut w)?;
         let f = w.into_inner().map_err(|e| e.into_error())?.0;
-        f.sync_all()?;
-        Ok(())
-    })();
-    match res {
-        Ok(()) => finish(&tmp, path),
-        Err(e) => {
-            let _ = fs::remove_file(&tmp);
-            Err(e)
-        }
-    }
+        Ok(f.sync_all()?)
+    })
 }
 
 /// [`write_atomic_via`] with the error as it came (the caller names the file).
 pub(crate) fn raw_via(path: &Path, write: impl FnOnce(&Path) -> Result<()>) -> Result<()> {
+    through_temp(path, |tmp| {
+        write(tmp)?;
+        let f = File::open(tmp)?;
+        fault::charge(f.metadata()?.len())?;
+        Ok(f.sync_all()?)
+    })
+}
+
+/// Runs `fill` on a fresh temp path beside `path`, then renames it into place; on error the
+/// temp file is removed.
+fn through_temp(path: &Path, fill: impl FnOnce(&Path) -> Result<()>) -> Result<()> {
     let dir = parent_of(path);
     fs::create_dir_all(dir).with_context(|| format!("{}: cannot create folder", dir.display()))?;
     let tmp = temp_path(path);
-    let res = (|| -> Result<()> {
-        write(&tmp)?;
-        let f = File::open(&tmp)?;
-        fault::charge(f.metadata()?.len())?;
-        f.sync_all()?;
-        Ok(())
-    })();
-    match res {
+    match fill(&tmp) {
         Ok(()) => finish(&tmp, path),
         Err(e) => {
             let _ = fs::remove_file(&tmp);

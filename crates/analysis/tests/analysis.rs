@@ -28,6 +28,7 @@ fn rows(correct: &[Vec<bool>], outputs: Option<&[Vec<u32>]>, steps: &[u64]) -> (
                 logliks: vec![-1.0, -2.0],
                 lengths_chars: vec![1, 1],
                 lengths_tokens: vec![1, 1],
+                lengths_bytes: vec![2, 2],
                 gold_is_greedy: false,
                 output: out.to_string(),
             });

@@ -90,6 +90,7 @@ pub fn ensemble_rows(rows: &[ExampleRecord], k: usize, rule: Rule) -> Result<Vec
                 logliks: scores,
                 lengths_chars: chars.clone(),
                 lengths_tokens: last.lengths_tokens.clone(),
+                lengths_bytes: last.lengths_bytes.clone(),
                 gold_is_greedy: false,
                 output: p.to_string(),
             });
@@ -105,7 +106,7 @@ mod tests {
     use proptest::prelude::*;
 
     fn row(step: u64, ll: Vec<f64>) -> ExampleRecord {
-        ExampleRecord { step, task: "t".into(), example_id: "t/0".into(), gold: 0, predicted: argmax(&ll) as u32, predicted_norm: 0, correct: argmax(&ll) == 0, correct_norm: true, logliks: ll, lengths_chars: vec![3, 3, 3], lengths_tokens: vec![1, 1, 1], gold_is_greedy: false, output: String::new() }
+        ExampleRecord { step, task: "t".into(), example_id: "t/0".into(), gold: 0, predicted: argmax(&ll) as u32, predicted_norm: 0, correct: argmax(&ll) == 0, correct_norm: true, logliks: ll, lengths_chars: vec![3, 3, 3], lengths_tokens: vec![1, 1, 1], lengths_bytes: vec![4, 4, 4], gold_is_greedy: false, output: String::new() }
     }
 
     proptest! {

@@ -3,8 +3,8 @@
 //! `lm eval --checkpoints runs/<name>/checkpoints` scores every checkpoint on every task of
 //! `data/tasks/` and writes into `runs/<name>/eval/`:
 //! - `step_NNNNNN.parquet` + `step_NNNNNN.json`: one checkpoint's example rows and the key they
-//!   were computed under (weights sha256, task versions, eval config). A checkpoint whose key
-//!   matches is skipped, so a rerun only scores what is new;
+//!   were computed under (weights sha256, task versions, eval config, [`SCORING_VERSION`]). A
+//!   checkpoint whose key matches is skipped, so a rerun only scores what is new;
 //! - `examples.parquet` (all rows), `tasks.parquet` and `tasks.csv` (accuracy and standard error
 //!   per step and task), `provenance.json`.
 
@@ -46,6 +46,13 @@ impl EvalConfig {
     }
 }
 
+/// Version of the scoring code, part of every cached result's key: a change of how requests are
+/// encoded or scored makes every checkpoint be scored again. 1: context and continuation encoded
+/// apart, empty context after "\n\n", `acc_norm` over characters with the delimiter. 2:
+/// lm-evaluation-harness's `_encode_pair`, empty context after the prefix token, `acc_norm` over
+/// the choice without the delimiter, byte lengths stored.
+pub const SCORING_VERSION: u32 = 2;
+
 /// A task ready to score: its examples (subset, with shots) tokenized once for all checkpoints.
 pub struct Prepared {
     pub name: String,
@@ -55,25 +62,28 @@ pub struct Prepared {
     pub gold: Vec<usize>,
     pub requests: Vec<Vec<Request>>,
     pub chars: Vec<Vec<u32>>,
+    pub bytes: Vec<Vec<u32>>,
 }
 
-/// Subsets, adds shots and tokenizes every task. An empty context is scored after the document
-/// separator "\n\n", as sentences follow a blank line in the training text.
+/// Subsets, adds shots and tokenizes every task as lm-evaluation-harness does
+/// ([`Tok::encode_pair`]; an empty context is scored after [`Tok::prefix_token`]).
 pub fn prepare(tasks: &[Task], tok: &Tok, cfg: &EvalConfig) -> Result<Vec<Prepared>> {
     let mut out = Vec::new();
     for t in tasks {
         let chosen = tasks::subsample(&t.examples, cfg.max_examples, cfg.seed);
         let examples = tasks::with_shots(&t.examples, &chosen, cfg.shots, cfg.seed);
-        let mut p = Prepared { name: t.info.name.clone(), kind: t.info.kind, version: t.info.sha256.clone(), ids: vec![], gold: vec![], requests: vec![], chars: vec![] };
+        let mut p = Prepared { name: t.info.name.clone(), kind: t.info.kind, version: t.info.sha256.clone(), ids: vec![], gold: vec![], requests: vec![], chars: vec![], bytes: vec![] };
         for e in &examples {
-            let mut reqs = Vec::new();
+            let (mut reqs, mut bytes) = (Vec::new(), Vec::new());
             for c in &e.choices {
-                let ctx = if c.context.is_empty() { "\n\n" } else { c.context.as_str() };
-                reqs.push(Request { context: tok.encode(ctx)?, continuation: tok.encode(&c.continuation)? });
+                let (context, continuation, scored) = tok.encode_pair(&c.context, &c.continuation).with_context(|| format!("task {} example {}", t.info.name, e.id))?;
+                reqs.push(Request { context, continuation });
+                bytes.push(scored.len() as u32);
             }
             p.ids.push(e.id.clone());
             p.gold.push(e.gold);
-            p.chars.push(e.choices.iter().map(|c| c.continuation.chars().count() as u32).collect());
+            p.chars.push(e.choices.iter().map(|c| records::harness::choice_chars(&c.continuation)).collect());
+            p.bytes.push(bytes);
             p.requests.push(reqs);
         }
         out.push(p);
@@ -110,6 +120,7 @@ pub fn evaluate(model: &Gpt, tok: &Tok, prepared: &[Prepared], step: u64, batch_
                 logliks,
                 lengths_chars: p.chars[i].clone(),
                 lengths_tokens: reqs.iter().map(|r| r.continuation.len() as u32).collect(),
+                lengths_bytes: p.bytes[i].clone(),
                 gold_is_greedy: s[gold].greedy,
                 output,
             });
@@ -125,6 +136,13 @@ struct ResultKey {
     weights_sha256: String,
     eval_config_hash: String,
     task_versions: Vec<(String, String)>,
+    /// absent in keys written before it existed (version 1)
+    #[serde(default = "scoring_v1")]
+    scoring_version: u32,
+}
+
+fn scoring_v1() -> u32 {
+    1
 }
 
 #[derive(Debug, Clone)]
@@ -193,7 +211,7 @@ pub fn run(ckpt_dir: &Path, cfg: &EvalConfig, out_dir: &Path, tokenizer: Option<
     let mut all_rows = Vec::new();
     for (path, meta) in &ckpts {
         let stem = checkpoint::stem(meta.step);
-        let key = ResultKey { step: meta.step, weights_sha256: meta.weights_sha256.clone(), eval_config_hash: cfg.hash(), task_versions: task_versions.clone() };
+        let key = ResultKey { step: meta.step, weights_sha256: meta.weights_sha256.clone(), eval_config_hash: cfg.hash(), task_versions: task_versions.clone(), scoring_version: SCORING_VERSION };
         let (rows_path, key_path) = (out_dir.join(format!("{stem}.parquet")), out_dir.join(format!("{stem}.json")));
         let rows = if let Some(rows) = cached_rows(&rows_path, &key_path, &key) {
             skipped += 1;
@@ -229,7 +247,7 @@ pub fn run(ckpt_dir: &Path, cfg: &EvalConfig, out_dir: &Path, tokenizer: Option<
     records::stage_frame(&mut set, "tasks.csv", &mut tf)?;
     let provenance = serde_json::json!({
         "checkpoints": ckpt_dir, "eval_config": cfg, "eval_config_hash": cfg.hash(), "tasks": task_versions,
-        "tokenizer_sha256": tok.sha256, "git_commit": output::provenance::git_commit(), "host": output::provenance::host(),
+        "tokenizer_sha256": tok.sha256, "scoring_version": SCORING_VERSION, "git_commit": output::provenance::git_commit(), "host": output::provenance::host(),
         "weights": ckpts.iter().map(|(_, m)| (m.step, m.weights_sha256.clone())).collect::<Vec<_>>(),
     });
     set.write("provenance.json", serde_json::to_string_pretty(&provenance)?.as_bytes())?;
@@ -243,6 +261,33 @@ mod tests {
     use super::*;
     use crate::config::ModelConfig;
     use tch::nn;
+
+    fn moby_tokenizer(dir: &Path) -> Tok {
+        let text = std::fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/moby_dick_excerpt.txt")).unwrap();
+        std::fs::write(dir.join("t.txt"), &text).unwrap();
+        crate::tokenize::train(&dir.join("t.txt"), 300, &dir.join("tok.json")).unwrap()
+    }
+
+    /// Requests are encoded as lm-evaluation-harness's `_encode_pair`: a context's trailing
+    /// whitespace moves to the continuation, whose tokens are the tail of the joint encoding;
+    /// an empty context is the prefix token. Checked against the joint encoding by hand.
+    #[test]
+    fn pairs_are_encoded_as_lm_eval_encodes_them() {
+        let dir = tempfile::tempdir().unwrap();
+        let tok = moby_tokenizer(dir.path());
+        let (ctx, cont, scored) = tok.encode_pair("Call me Ishmael. Some years ", "ago").unwrap();
+        assert_eq!(scored, " ago");
+        assert_eq!(ctx, tok.encode("Call me Ishmael. Some years").unwrap());
+        let whole = tok.encode("Call me Ishmael. Some years ago").unwrap();
+        assert_eq!([ctx.clone(), cont.clone()].concat(), whole);
+        // joint encoding may merge across the boundary; the continuation is still the tail
+        let (c2, t2, _) = tok.encode_pair("the wh", "ale of the sea").unwrap();
+        let w2 = tok.encode("the whale of the sea").unwrap();
+        assert_eq!(t2, w2[c2.len()..].to_vec());
+        let (c3, t3, s3) = tok.encode_pair("", " The sea.").unwrap();
+        assert_eq!((c3, t3, s3.as_str()), (vec![tok.prefix_token().unwrap()], tok.encode(" The sea.").unwrap(), " The sea."));
+        assert_eq!(tok.decode(&[tok.prefix_token().unwrap()]).unwrap(), "\n");
+    }
 
     /// acc uses summed log-likelihoods, acc_norm divides each by its option's length in
     /// characters (lm-evaluation-harness's `acc_norm`), and both come from the same scores.
@@ -263,7 +308,9 @@ mod tests {
         let prepared = prepare(&[Task { info, examples: vec![ex] }], &tok, &cfg).unwrap();
         let rows = evaluate(&model, &tok, &prepared, 5, 256, Device::Cpu).unwrap();
         let r = &rows[0];
-        assert_eq!(r.lengths_chars, options.iter().map(|o| o.chars().count() as u32).collect::<Vec<_>>());
+        // lm-eval's acc_norm length: the choice without its leading delimiter; bytes with it
+        assert_eq!(r.lengths_chars, options.iter().map(|o| o.chars().count() as u32 - 1).collect::<Vec<_>>());
+        assert_eq!(r.lengths_bytes, options.iter().map(|o| o.len() as u32).collect::<Vec<_>>());
         let norm: Vec<f64> = r.logliks.iter().zip(&r.lengths_chars).map(|(l, &n)| l / n as f64).collect();
         assert_eq!(r.predicted as usize, argmax(&r.logliks));
         assert_eq!(r.predicted_norm as usize, argmax(&norm));

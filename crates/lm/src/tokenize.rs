@@ -33,6 +33,33 @@ impl Tok {
         Ok(self.inner.encode(text, false).map_err(|e| anyhow::anyhow!("tokenizer: {e}"))?.get_ids().to_vec())
     }
 
+    /// The token an empty context is scored after. lm-evaluation-harness uses the tokenizer's
+    /// end-of-text token; ours have no special tokens, so it is the newline token `Ċ` (text in
+    /// the corpus starts after a line break), which `lm export` declares as eos/bos.
+    pub fn prefix_token(&self) -> Result<u32> {
+        self.inner.token_to_id("Ċ").with_context(|| format!("{}: no newline token `Ċ` to score empty contexts after", self.path.display()))
+    }
+
+    /// A (context, continuation) pair tokenized as lm-evaluation-harness's `_encode_pair`:
+    /// trailing whitespace of the context moves to the continuation, and the continuation's
+    /// tokens are the tail of `encode(context + continuation)` after `encode(context)`'s length.
+    /// An empty (or all-whitespace) context is the prefix token, the continuation encoded alone.
+    /// Returns the context tokens, the continuation tokens and the continuation text as scored.
+    pub fn encode_pair(&self, context: &str, continuation: &str) -> Result<(Vec<u32>, Vec<u32>, String)> {
+        let kept = context.trim_end();
+        let cont = format!("{}{continuation}", &context[kept.len()..]);
+        if kept.is_empty() {
+            return Ok((vec![self.prefix_token()?], self.encode(&cont)?, cont));
+        }
+        let whole = self.encode(&format!("{kept}{cont}"))?;
+        let ctx = self.encode(kept)?;
+        if whole.len() <= ctx.len() {
+            bail!("continuation {cont:?} adds no token after context {kept:?}");
+        }
+        let tail = whole[ctx.len()..].to_vec();
+        Ok((ctx, tail, cont))
+    }
+
     pub fn decode(&self, ids: &[u32]) -> Result<String> {
         self.inner.decode(ids, false).map_err(|e| anyhow::anyhow!("tokenizer: {e}"))
     }

@@ -91,6 +91,12 @@ fn arguments(v: &Value) -> Vec<(String, String)> {
     }
 }
 
+/// Characters of a choice as lm-evaluation-harness's `acc_norm` counts them: the continuation
+/// without its leading target delimiter (one space).
+pub fn choice_chars(continuation: &str) -> u32 {
+    continuation.strip_prefix(' ').unwrap_or(continuation).chars().count() as u32
+}
+
 /// Example rows of one `--log_samples` JSONL file of a multiple-choice task.
 pub fn read_log_samples(path: &Path, task: &str, step: u64) -> Result<Vec<ExampleRecord>> {
     let text = std::fs::read_to_string(path).with_context(|| format!("{}: cannot read", path.display()))?;
@@ -122,7 +128,9 @@ pub fn read_log_samples(path: &Path, task: &str, step: u64) -> Result<Vec<Exampl
             bail!("{}: target {gold} but {} options", at(), logliks.len());
         }
         let args = v.get("arguments").map(arguments).unwrap_or_default();
-        let chars: Vec<u32> = if args.len() == logliks.len() { args.iter().map(|(_, c)| c.chars().count() as u32).collect() } else { vec![0; logliks.len()] };
+        // lm-eval's acc_norm divides by the choice's length without the target delimiter (" ")
+        let chars: Vec<u32> = if args.len() == logliks.len() { args.iter().map(|(_, c)| choice_chars(c)).collect() } else { vec![0; logliks.len()] };
+        let bytes: Vec<u32> = if args.len() == logliks.len() { args.iter().map(|(_, c)| c.len() as u32).collect() } else { Vec::new() };
         let norm: Vec<f64> = logliks.iter().zip(&chars).map(|(l, &c)| l / c.max(1) as f64).collect();
         let (p, pn) = (argmax(&logliks), argmax(&norm));
         let doc_id = v.get("doc_id").map(|d| d.to_string()).unwrap_or_else(|| i.to_string());
@@ -138,6 +146,7 @@ pub fn read_log_samples(path: &Path, task: &str, step: u64) -> Result<Vec<Exampl
             logliks,
             lengths_chars: chars,
             lengths_tokens: vec![0; greedy.len()],
+            lengths_bytes: bytes,
             gold_is_greedy: greedy[gold],
             output: p.to_string(),
         });
@@ -181,9 +190,11 @@ mod tests {
         )).unwrap();
         let rows = read_log_samples(&p, "piqa", 7).unwrap();
         assert_eq!(rows.len(), 2);
-        // acc picks -4.0 (option 0, wrong); acc_norm: -4/3 vs -6/5 picks option 1 (right)
+        // acc picks -4.0 (option 0, wrong); acc_norm (delimiter not counted): -4/2 vs -6/4 picks
+        // option 1 (right)
         assert_eq!((rows[0].predicted, rows[0].correct, rows[0].predicted_norm, rows[0].correct_norm), (0, false, 1, true));
         assert!(rows[0].gold_is_greedy);
+        assert_eq!((rows[0].lengths_chars.clone(), rows[0].lengths_bytes.clone()), (vec![2, 4], vec![3, 5]));
         assert_eq!((rows[1].predicted, rows[1].correct, rows[1].example_id.as_str()), (0, true, "piqa/1"));
         std::fs::write(&p, r#"{"doc_id": 0, "target": 1, "filtered_resps": [["-4.0", "Fal"#).unwrap();
         let e = format!("{:#}", read_log_samples(&p, "piqa", 7).unwrap_err());

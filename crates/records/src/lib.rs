@@ -1,10 +1,13 @@
 //! Evaluation records, the tables between evaluation and analysis.
 //!
 //! - [`ExampleRecord`]: one row per (checkpoint step, task, example): gold and predicted option,
-//!   correct under `acc` and `acc_norm`, the log-likelihood, length in characters and length in
-//!   tokens of every option, whether the gold continuation is the greedy one, and the model's
-//!   output (the chosen option, or the argmax text for cloze). Keeping every option's
-//!   log-likelihood lets ensembles of checkpoints be scored offline.
+//!   correct under `acc` and `acc_norm`, and per option the summed log-likelihood, the length in
+//!   characters (lm-evaluation-harness's `acc_norm` denominator: the choice without the target
+//!   delimiter), in tokens and in UTF-8 bytes (of the continuation as scored, delimiter
+//!   included: the bits-per-byte denominator), whether the gold continuation is the greedy one,
+//!   and the model's output (the chosen option, or the argmax text for cloze). Keeping every
+//!   option's log-likelihood lets ensembles of checkpoints be scored offline and continuous
+//!   metrics be derived (`analysis::continuous`).
 //! - [`TaskRecord`]: one row per (step, task): accuracy and its standard error.
 //!
 //! Tables are written as parquet (and CSV for the task table) whole or not at all (`output`).
@@ -33,8 +36,12 @@ pub struct ExampleRecord {
     pub correct: bool,
     pub correct_norm: bool,
     pub logliks: Vec<f64>,
+    /// Characters of each choice without the target delimiter (lm-eval's `acc_norm` length).
     pub lengths_chars: Vec<u32>,
     pub lengths_tokens: Vec<u32>,
+    /// UTF-8 bytes of each continuation as scored (delimiter included); empty in tables of
+    /// version 1, which did not store them.
+    pub lengths_bytes: Vec<u32>,
     /// Greedy decoding reproduces the gold continuation (the cloze metric).
     pub gold_is_greedy: bool,
     /// What the model produced: the chosen option's index, or for cloze the argmax tokens' text.
@@ -118,6 +125,7 @@ pub fn examples_frame(rows: &[ExampleRecord]) -> Result<DataFrame> {
         list_f64("logliks", rows.iter().map(|r| r.logliks.clone())).into(),
         list_u32("lengths_chars", rows.iter().map(|r| r.lengths_chars.clone())).into(),
         list_u32("lengths_tokens", rows.iter().map(|r| r.lengths_tokens.clone())).into(),
+        list_u32("lengths_bytes", rows.iter().map(|r| r.lengths_bytes.clone())).into(),
         Series::new("gold_is_greedy".into(), rows.iter().map(|r| r.gold_is_greedy).collect::<Vec<_>>()).into(),
         Series::new("output".into(), rows.iter().map(|r| r.output.as_str()).collect::<Vec<_>>()).into(),
     ];
@@ -184,8 +192,9 @@ pub fn is_csv(name: impl AsRef<Path>) -> bool {
 
 /// Version of the table layouts this build writes, stored in every parquet file under the key
 /// [`VERSION_KEY`]. Files without the key are version 1 and read as such; a newer version is
-/// refused with a message.
-pub const TABLE_VERSION: u32 = 1;
+/// refused with a message. Version 2 added `lengths_bytes` to the example table (version 1
+/// tables read with it empty).
+pub const TABLE_VERSION: u32 = 2;
 pub const VERSION_KEY: &str = "fluctuation_table_version";
 
 /// Writes a frame as parquet (or CSV) into any writer.
@@ -256,6 +265,10 @@ pub fn read_examples(path: &Path) -> Result<Vec<ExampleRecord>> {
     let logliks = lists::<Float64Type>(col(&df, path, "logliks")?, path)?;
     let lc = lists::<UInt32Type>(col(&df, path, "lengths_chars")?, path)?;
     let lt = lists::<UInt32Type>(col(&df, path, "lengths_tokens")?, path)?;
+    let lb = match df.column("lengths_bytes") {
+        Ok(c) => lists::<UInt32Type>(c, path)?,
+        Err(_) => vec![Vec::new(); df.height()],
+    };
     let output = strs("output")?;
     Ok((0..df.height())
         .map(|i| ExampleRecord {
@@ -270,6 +283,7 @@ pub fn read_examples(path: &Path) -> Result<Vec<ExampleRecord>> {
             logliks: logliks[i].clone(),
             lengths_chars: lc[i].clone(),
             lengths_tokens: lt[i].clone(),
+            lengths_bytes: lb[i].clone(),
             gold_is_greedy: greedy[i],
             output: output[i].clone(),
         })
@@ -317,6 +331,7 @@ mod tests {
                 logliks: vec![-3.5 - i as f64, -3.25],
                 lengths_chars: vec![12, 9],
                 lengths_tokens: vec![3, 2],
+                lengths_bytes: vec![13, 10],
                 gold_is_greedy: false,
                 output: (i % 2).to_string(),
             })

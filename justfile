@@ -69,8 +69,33 @@ bench-average k="4" mb="256": build
 bench-analysis m="1000" n="100000" tasks="5": build
     target/release/examples/bench_analysis {{m}} {{n}} {{tasks}}
 
+# the statistics (paired bootstrap, sign-flip nulls, selection splits) on 1 thread and on every
+# core, side by side: `just bench-stats 1000 41 5`
+bench-stats n="1000" m="41" reps="5": build
+    target/release/examples/bench_stats {{n}} {{m}} {{reps}}
+
+# mutation testing of the math (cargo-mutants) on a disposable checkout of HEAD, one shard at a
+# time (a full run is hours on 2 cores; kept out of CI): `just mutants 0/8`, then 1/8, ...
+# Results land in target/mutants/<shard>/mutants.out; the counts go in crates/theory/README.md.
+mutants shard="0/8":
+    #!/usr/bin/env bash
+    set -euo pipefail
+    test -x .tools/bin/cargo-mutants || cargo install --locked cargo-mutants@27.1.0 --root .tools
+    mutants=$PWD/.tools/bin/cargo-mutants
+    tree=target/mutants-tree
+    if [ -d $tree ]; then git -C $tree checkout --quiet --detach $(git rev-parse HEAD); else git worktree add --detach $tree HEAD; fi
+    shard={{shard}}
+    cd $tree && CARGO_TARGET_DIR=../mutants-target $mutants mutants --in-place --shard $shard --no-shuffle --profile release \
+        --package analysis --package theory \
+        --file crates/analysis/src/nulls.rs --file crates/analysis/src/bootstrap.rs --file crates/analysis/src/selection.rs \
+        --file crates/analysis/src/snr.rs --file crates/analysis/src/trend.rs --file crates/analysis/src/power.rs \
+        --file crates/analysis/src/continuous.rs --file crates/analysis/src/metrics.rs --file crates/analysis/src/claims.rs \
+        --file 'crates/theory/src/*.rs' \
+        --output ../mutants/${shard/\//-of-} --timeout 300
+
 # the whole chain at the given size, each step skipping what is up to date, then a summary:
-# data -> train -> eval -> average (k = 4, 16, final stage) -> eval averaged -> ensemble
+# data -> train -> eval -> average (k = 4, 16, final stage) -> eval averaged -> ensemble (mean of
+# distributions, and majority vote)
 # -> analysis -> figures and tables -> paper
 reproduce size="default": data
     #!/usr/bin/env bash
@@ -86,6 +111,7 @@ reproduce size="default": data
       step "eval averaged k=$k"; {{lm}} eval --checkpoints $run/averaged/k$k --out $run/eval-avg-k$k
     done
     step ensemble;  target/release/integrate ensemble --eval $run/eval --windows 1,2,4,8,16
+    target/release/integrate ensemble --eval $run/eval --windows 4,16 --rule vote --out $run/ensembled-vote
     step analysis;  target/release/analysis report $run
     step compare;   target/release/analysis compare $run > $run/analysis/stability.txt
     step "figures and tables"; {{just_executable()}} --justfile {{justfile()}} _figures {{size}}

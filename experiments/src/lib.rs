@@ -10,7 +10,7 @@
 pub mod plot;
 pub mod png;
 
-use analysis::compare::StabilityRow;
+use analysis::compare::{DifferenceRow, StabilityRow};
 use analysis::{ExampleMetrics, TaskMetrics};
 use anyhow::{bail, Context, Result};
 use records::{ExampleRecord, TaskRecord};
@@ -94,16 +94,28 @@ impl Run {
         records::read_examples(&self.file(&format!("{variant}/examples.parquet"))?)
     }
 
+    /// The task metrics of accuracy (the figures' metric).
     pub fn task_metrics(&self) -> Result<Vec<TaskMetrics>> {
+        Ok(self.task_metrics_all()?.into_iter().filter(|m| m.metric == "acc").collect())
+    }
+
+    /// The task metrics of every metric (acc, acc_norm, gold log-prob, ...).
+    pub fn task_metrics_all(&self) -> Result<Vec<TaskMetrics>> {
         read_csv(&self.file("analysis/task_metrics.csv")?)
+    }
+
+    /// The paired differences between methods (`analysis compare`).
+    pub fn differences(&self) -> Result<Vec<DifferenceRow>> {
+        read_csv(&self.file("analysis/differences.csv")?)
     }
 
     pub fn example_metrics(&self) -> Result<Vec<ExampleMetrics>> {
         read_csv(&self.file("analysis/example_metrics.csv")?)
     }
 
+    /// The stability table of accuracy (every method: single, smoothing, average, ensemble).
     pub fn stability(&self) -> Result<Vec<StabilityRow>> {
-        read_csv(&self.file("analysis/stability.csv")?)
+        Ok(read_csv::<StabilityRow>(&self.file("analysis/stability.csv")?)?.into_iter().filter(|r| r.metric == "acc").collect())
     }
 
     pub fn train_log(&self) -> Result<Vec<TrainLogRow>> {
@@ -237,7 +249,7 @@ pub fn pythia_models(dir: &Path, run: &Run) -> Result<Vec<PythiaModel>> {
             .map(|t| {
                 metrics
                     .iter()
-                    .find(|r| r.task == *t && r.window == "final")
+                    .find(|r| r.task == *t && r.window == "final" && r.metric == "acc")
                     .cloned()
                     .with_context(|| format!("{}: no final-stage metrics for {t}", d.display()))
             })
@@ -254,6 +266,29 @@ pub fn pythia_models(dir: &Path, run: &Run) -> Result<Vec<PythiaModel>> {
     }
     models.sort_by(|a, b| a.params.total_cmp(&b.params));
     Ok(models)
+}
+
+/// The size trend of the Pythia trails: per task and pooled (task fixed effects), the slope of
+/// ln(final-stage task MTV) on ln(parameters), with 95% t intervals, on the six tasks with
+/// large eval sets (logiqa and wsc, with n of 651 and 273, are fitted but not pooled).
+pub struct SizeTrend {
+    pub per_task: Vec<(String, Option<analysis::trend::Slope>)>,
+    pub pooled: Option<analysis::trend::Slope>,
+    pub smallest: f64,
+    pub largest: f64,
+}
+
+pub fn pythia_size_trend(models: &[PythiaModel]) -> SizeTrend {
+    let x: Vec<f64> = models.iter().map(|m| m.params).collect();
+    let ys: Vec<Vec<f64>> = (0..PYTHIA_TASKS.len()).map(|t| models.iter().map(|m| m.last[t].mtv).collect()).collect();
+    let per_task = PYTHIA_TASKS.iter().zip(&ys).map(|(t, y)| (t.to_string(), analysis::trend::loglog(&x, y, 0.95))).collect();
+    let groups: Vec<(&[f64], &[f64])> = ys[..6].iter().map(|y| (x.as_slice(), y.as_slice())).collect();
+    SizeTrend {
+        per_task,
+        pooled: analysis::trend::pooled_loglog(&groups, 0.95),
+        smallest: x.iter().cloned().fold(f64::INFINITY, f64::min),
+        largest: x.iter().cloned().fold(0.0, f64::max),
+    }
 }
 
 /// Where an output goes, and its provenance.

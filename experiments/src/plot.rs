@@ -74,6 +74,8 @@ pub fn method_color(method: &str) -> RGBColor {
     match method {
         "average" => PALETTE[0],
         "ensemble" => PALETTE[1],
+        "ensemble_vote" => PALETTE[3],
+        "smoothing" => RGBColor(150, 150, 150),
         _ => RGBColor(90, 90, 90),
     }
 }

@@ -12,7 +12,7 @@ const ROOT: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/..");
 const FIXTURE: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/fixtures/smoke");
 
 /// Every figure and table binary (`src/bin/` minus `paper`), with its path.
-const BINARIES: [(&str, &str); 10] = [
+const BINARIES: [(&str, &str); 11] = [
     ("fig1_scores", env!("CARGO_BIN_EXE_fig1_scores")),
     (
         "fig2_example_heatmap",
@@ -32,6 +32,7 @@ const BINARIES: [(&str, &str); 10] = [
     ),
     ("table2_stability", env!("CARGO_BIN_EXE_table2_stability")),
     ("table3_claims", env!("CARGO_BIN_EXE_table3_claims")),
+    ("table4_snr", env!("CARGO_BIN_EXE_table4_snr")),
 ];
 
 fn copy_dir(from: &Path, to: &Path) {
@@ -51,12 +52,14 @@ fn csv(path: &Path) -> String {
     std::fs::read_to_string(path).unwrap_or_else(|e| panic!("{}: {e}", path.display()))
 }
 
-/// What `integrate ensemble --windows 1,2,4,8,16`, `analysis report` and `analysis compare` write.
+/// What `integrate ensemble --windows 1,2,4,8,16` (and `--rule vote --windows 4,16`), `analysis
+/// report` and `analysis compare` write.
 fn rebuild_after_eval(run: &Path) {
     let rows = records::read_examples(&run.join("eval/examples.parquet")).unwrap();
-    for k in [1, 2, 4, 8, 16] {
-        let e = ensemble_rows(&rows, k, Rule::Distribution).unwrap();
-        let dir = run.join(format!("ensembled/k{k}"));
+    let windows = [(Rule::Distribution, 1, "ensembled"), (Rule::Distribution, 2, "ensembled"), (Rule::Distribution, 4, "ensembled"), (Rule::Distribution, 8, "ensembled"), (Rule::Distribution, 16, "ensembled"), (Rule::Vote, 4, "ensembled-vote"), (Rule::Vote, 16, "ensembled-vote")];
+    for (rule, k, folder) in windows {
+        let e = ensemble_rows(&rows, k, rule).unwrap();
+        let dir = run.join(format!("{folder}/k{k}"));
         records::write_frame(
             &dir.join("examples.parquet"),
             &mut records::examples_frame(&e).unwrap(),
@@ -73,10 +76,15 @@ fn rebuild_after_eval(run: &Path) {
         &opts,
     )
     .unwrap();
-    let (stability, _) = analysis::compare::compare(run, &opts).unwrap();
+    let (stability, differences, _) = analysis::compare::compare(run, &opts).unwrap();
     records::write_frame(
         &run.join("analysis/stability.csv"),
         &mut records::frame_of(&stability).unwrap(),
+    )
+    .unwrap();
+    records::write_frame(
+        &run.join("analysis/differences.csv"),
+        &mut records::frame_of(&differences).unwrap(),
     )
     .unwrap();
 }

@@ -1,23 +1,43 @@
-//! `analysis compare`: single checkpoints against averaged and ensembled ones, on the same steps.
+//! `analysis compare`: single checkpoints against the smoothing baseline, averaged and ensembled
+//! ones, on the same steps and the same examples, with paired intervals of every difference.
 //!
 //! A run folder may hold, beside `eval/` (single checkpoints): `eval-avg-k<K>/` (`lm eval` of the
-//! averaged checkpoints that `integrate sweep` wrote) and `ensembled/k<K>/` (`integrate
-//! ensemble`). Every variant is cut to the steps that all variants share (a window of k only
-//! starts at the k-th checkpoint; averages may cover only the final stage), so MTV and flip rates
-//! are compared over the same checkpoint positions, then analysed exactly like the single run.
+//! averaged checkpoints that `integrate sweep` wrote), `ensembled/k<K>/` (`integrate ensemble`,
+//! mean of the members' option distributions) and `ensembled-vote/k<K>/` (majority vote). Every
+//! variant is cut to the steps all variants share (a window of k only starts at the k-th
+//! checkpoint; averages may cover only the final stage), so MTV and flip rates are compared over
+//! the same checkpoint positions.
+//!
+//! The **smoothing baseline** of window k is the k-moving average of the single checkpoints'
+//! scores at the same positions: a k-window overlaps its neighbour in k - 1 checkpoints, so some
+//! smoothing comes for free; averaging or ensembling helps beyond it only if it beats this line.
+//!
+//! Uncertainty: one bootstrap draw of examples is applied to every method, checkpoint and metric
+//! of a task (the eval set is shared), so the interval of a difference is paired. Pooled rows
+//! (`task = "pooled"`) average a statistic over the tasks whose single-checkpoint final accuracy
+//! is above chance (its 95% interval excludes chance), with draw b of every task averaged
+//! together (a stratified bootstrap). Each difference carries a 95% interval and one at the
+//! claims table's family-wise level ([`crate::claims::FAMILY_LEVEL`], Bonferroni).
 
 use anyhow::{bail, Context, Result};
+use ndarray::{ArrayView2, Axis};
+use rayon::prelude::*;
 use records::{ExampleRecord, TaskRecord};
 use serde::{Deserialize, Serialize};
-use std::collections::BTreeSet;
+use std::collections::{BTreeMap, BTreeSet};
 use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
 
-use crate::{analyse, Options};
+use crate::continuous::Metric;
+use crate::panel::Panel;
+use crate::{bootstrap, Options, LEVEL};
+use theory::sequence::{exact_match, instability, moving_average, mtv};
 
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
 pub struct StabilityRow {
     pub task: String,
+    pub metric: String,
+    /// `single`, `smoothing`, `average`, `ensemble` (mean of distributions), `ensemble_vote`
     pub method: String,
     pub k: usize,
     pub checkpoints: usize,
@@ -27,12 +47,38 @@ pub struct StabilityRow {
     pub mtv: f64,
     pub mtv_ci_low: Option<f64>,
     pub mtv_ci_high: Option<f64>,
+    /// example-level MTV (flip rate for 0/1 metrics); not defined for the smoothing baseline
     pub flip_rate: Option<f64>,
     pub flip_rate_ci_low: Option<f64>,
     pub flip_rate_ci_high: Option<f64>,
+    /// instability score of the chosen options (accuracy metrics)
     pub instability: Option<f64>,
     /// forward passes per prediction, relative to one checkpoint
     pub inference_cost: usize,
+}
+
+/// A paired difference `method(k) - baseline(baseline_k)` of one statistic.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+pub struct DifferenceRow {
+    /// a task, or `pooled` (mean over the tasks above chance)
+    pub task: String,
+    pub tasks: usize,
+    pub metric: String,
+    /// `mtv`, `flip_rate`, `instability`, `mean_score`
+    pub statistic: String,
+    pub method: String,
+    pub k: usize,
+    pub baseline: String,
+    pub baseline_k: usize,
+    pub estimate: f64,
+    /// bootstrap standard deviation of the difference
+    pub se: f64,
+    pub ci_low: f64,
+    pub ci_high: f64,
+    /// the interval at the claims table's family-wise level
+    pub ci_low_family: f64,
+    pub ci_high_family: f64,
+    pub examples: usize,
 }
 
 struct Variant {
@@ -53,31 +99,187 @@ fn load(method: &'static str, k: usize, dir: PathBuf) -> Result<Variant> {
     Ok(Variant { method, k, dir, tasks, examples })
 }
 
+fn subdirs(dir: &Path, prefix: &str) -> Result<Vec<(usize, PathBuf)>> {
+    if !dir.is_dir() {
+        return Ok(vec![]);
+    }
+    let mut out: Vec<(usize, PathBuf)> = std::fs::read_dir(dir)?
+        .filter_map(|e| e.ok().map(|e| e.path()))
+        .filter_map(|p| Some((k_of(p.file_name()?.to_str()?, prefix)?, p)))
+        .collect();
+    out.sort();
+    Ok(out)
+}
+
 /// All variants found in a run folder.
 fn variants(run: &Path) -> Result<Vec<Variant>> {
     let mut out = vec![load("single", 1, run.join("eval")).with_context(|| format!("{}: no eval/ tables; run `lm eval` first", run.display()))?];
-    let mut entries: Vec<PathBuf> = std::fs::read_dir(run)?.filter_map(|e| e.ok().map(|e| e.path())).collect();
-    entries.sort();
-    for p in &entries {
-        if let Some(k) = p.file_name().and_then(|n| n.to_str()).and_then(|n| k_of(n, "eval-avg-k")) {
-            out.push(load("average", k, p.clone())?);
-        }
+    for (k, p) in subdirs(run, "eval-avg-k")? {
+        out.push(load("average", k, p)?);
     }
-    let ens = run.join("ensembled");
-    if ens.is_dir() {
-        let mut dirs: Vec<PathBuf> = std::fs::read_dir(&ens)?.filter_map(|e| e.ok().map(|e| e.path())).collect();
-        dirs.sort();
-        for p in dirs {
-            if let Some(k) = p.file_name().and_then(|n| n.to_str()).and_then(|n| k_of(n, "k")) {
-                out.push(load("ensemble", k, p)?);
-            }
-        }
+    for (k, p) in subdirs(&run.join("ensembled"), "k")? {
+        out.push(load("ensemble", k, p)?);
+    }
+    for (k, p) in subdirs(&run.join("ensembled-vote"), "k")? {
+        out.push(load("ensemble_vote", k, p)?);
     }
     Ok(out)
 }
 
-/// The stability table of a run folder.
-pub fn compare(run: &Path, opts: &Options) -> Result<(Vec<StabilityRow>, Vec<PathBuf>)> {
+/// One method's trail of a task on the shared positions.
+struct Trail {
+    method: &'static str,
+    k: usize,
+    panel: Panel,
+}
+
+/// The statistics of one method on one (resampled) set of examples.
+#[derive(Clone, Copy, Default)]
+struct Stats {
+    mtv: f64,
+    final_score: f64,
+    mean_score: f64,
+    flip_rate: f64,
+    instability: f64,
+}
+
+/// Everything compared for one task and metric: per method (in `trails` order, then one
+/// smoothing baseline per k) the estimate and its bootstrap draws.
+struct TaskComparison {
+    labels: Vec<(&'static str, usize)>,
+    estimate: Vec<Stats>,
+    draws: Vec<Vec<Stats>>,
+    has_examples: Vec<bool>,
+    above_chance: bool,
+    examples: usize,
+}
+
+fn per_example_mtv(v: ArrayView2<f64>) -> Vec<f64> {
+    v.axis_iter(Axis(1)).map(|c| mtv(&c.to_vec()).unwrap_or(0.0)).collect()
+}
+
+fn compare_task(single_full: &Panel, trails: &[Trail], metric: Metric, ks: &[usize], opts: &Options) -> Option<TaskComparison> {
+    let n = single_full.examples();
+    let shared = &trails[0].panel.steps;
+    let first = single_full.steps.binary_search(&shared[0]).ok()?;
+    let values: Vec<ArrayView2<f64>> = trails.iter().map(|t| t.panel.values(metric)).collect::<Option<_>>()?;
+    let full = single_full.values(metric)?;
+    // the baseline needs the k - 1 single checkpoints before the shared positions, and those
+    // positions consecutive among the single checkpoints
+    let contiguous = single_full.steps.get(first..first + shared.len()) == Some(shared.as_slice());
+    let smooth_ks: Vec<usize> = ks.iter().copied().filter(|&k| contiguous && k > 1 && first + 1 >= k).collect();
+    let ex_mtv: Vec<Vec<f64>> = values.iter().map(|v| per_example_mtv(*v)).collect();
+    let ex_is: Vec<Option<Vec<f64>>> = trails
+        .iter()
+        .map(|t| {
+            metric.is_binary().then(|| {
+                let outs = if metric == Metric::AccNorm { &t.panel.outputs_norm } else { &t.panel.outputs };
+                outs.iter().map(|o| instability(o, |a, b| exact_match(a, b)).unwrap_or(0.0)).collect()
+            })
+        })
+        .collect();
+    let m = shared.len();
+    let stats_of = |idx: &[usize]| -> Vec<Stats> {
+        let mut out: Vec<Stats> = values
+            .iter()
+            .enumerate()
+            .map(|(i, v)| {
+                let s = bootstrap::resampled_scores(*v, idx).to_vec();
+                let mean_of = |x: &[f64]| idx.iter().map(|&e| x[e]).sum::<f64>() / idx.len() as f64;
+                Stats { mtv: mtv(&s).unwrap_or(0.0), final_score: s[m - 1], mean_score: s.iter().sum::<f64>() / m as f64, flip_rate: mean_of(&ex_mtv[i]), instability: ex_is[i].as_deref().map_or(f64::NAN, mean_of) }
+            })
+            .collect();
+        let s_full = bootstrap::resampled_scores(full, idx).to_vec();
+        for &k in &smooth_ks {
+            let ma = moving_average(&s_full[first + 1 - k..first + m], k);
+            out.push(Stats { mtv: mtv(&ma).unwrap_or(0.0), final_score: ma[m - 1], mean_score: ma.iter().sum::<f64>() / m as f64, flip_rate: f64::NAN, instability: f64::NAN });
+        }
+        out
+    };
+    let all: Vec<usize> = (0..n).collect();
+    let estimate = stats_of(&all);
+    let draws: Vec<Vec<Stats>> = bootstrap::draws(n, opts.bootstrap, crate::seed_for(opts.seed, &single_full.task, "compare")).par_iter().map(|idx| stats_of(idx)).collect();
+    let mut labels: Vec<(&'static str, usize)> = trails.iter().map(|t| (t.method, t.k)).collect();
+    labels.extend(smooth_ks.iter().map(|&k| ("smoothing", k)));
+    let mut has_examples = vec![true; trails.len()];
+    has_examples.extend(smooth_ks.iter().map(|_| false));
+    // above chance: the single checkpoints' final accuracy interval excludes chance
+    let acc = single_full.values(Metric::Acc)?;
+    let last = single_full.steps.len() - 1;
+    // the same draws as `analysis report`'s final-score interval, so both name the same tasks
+    let fin: Vec<f64> = bootstrap::draws(n, opts.bootstrap, crate::seed_for(opts.seed, &single_full.task, "bootstrap")).iter().map(|idx| bootstrap::resampled_scores(acc, idx)[last]).collect();
+    let observed = single_full.scores(Metric::Acc)?[last];
+    let above_chance = bootstrap::interval(observed, &fin, LEVEL, f64::NEG_INFINITY).low > single_full.chance;
+    Some(TaskComparison { labels, estimate, draws, has_examples, above_chance, examples: n })
+}
+
+fn sd(x: &[f64]) -> f64 {
+    let m = x.iter().sum::<f64>() / x.len() as f64;
+    (x.iter().map(|v| (v - m).powi(2)).sum::<f64>() / (x.len() as f64 - 1.0).max(1.0)).sqrt()
+}
+
+type Pick = fn(&Stats) -> f64;
+const STATISTICS: [(&str, Pick); 4] = [("mtv", |s| s.mtv), ("flip_rate", |s| s.flip_rate), ("instability", |s| s.instability), ("mean_score", |s| s.mean_score)];
+
+/// The pairs of (method, baseline) that the figures and claims read.
+fn pairs(labels: &[(&'static str, usize)]) -> Vec<(usize, usize)> {
+    let find = |m: &str, k: usize| labels.iter().position(|l| l.0 == m && l.1 == k);
+    let mut out = vec![];
+    for (i, &(m, k)) in labels.iter().enumerate() {
+        if m == "single" {
+            continue;
+        }
+        out.push((i, find("single", 1).unwrap()));
+        if m != "smoothing" {
+            if let Some(b) = find("smoothing", k) {
+                out.push((i, b));
+            }
+        }
+        if m == "ensemble" || m == "ensemble_vote" {
+            if let Some(b) = find("average", k) {
+                out.push((i, b));
+            }
+        }
+        // the largest window against the smallest one above 1, per method
+        let ks: Vec<usize> = labels.iter().filter(|l| l.0 == m && l.1 > 1).map(|l| l.1).collect();
+        if ks.is_empty() {
+            continue;
+        }
+        let (lo, hi) = (*ks.iter().min().unwrap(), *ks.iter().max().unwrap());
+        if k == hi && lo < hi {
+            out.push((i, find(m, lo).unwrap()));
+        }
+    }
+    out
+}
+
+fn difference(task: &str, tasks: usize, metric: Metric, stat: &str, labels: (&(&str, usize), &(&str, usize)), estimate: f64, draws: &[f64], examples: usize) -> Option<DifferenceRow> {
+    if !estimate.is_finite() || draws.iter().any(|d| !d.is_finite()) {
+        return None;
+    }
+    let iv = bootstrap::interval(estimate, draws, LEVEL, f64::NEG_INFINITY);
+    let fam = bootstrap::interval(estimate, draws, crate::claims::FAMILY_LEVEL, f64::NEG_INFINITY);
+    Some(DifferenceRow {
+        task: task.into(),
+        tasks,
+        metric: metric.name().into(),
+        statistic: stat.into(),
+        method: labels.0 .0.into(),
+        k: labels.0 .1,
+        baseline: labels.1 .0.into(),
+        baseline_k: labels.1 .1,
+        estimate,
+        se: sd(draws),
+        ci_low: iv.low,
+        ci_high: iv.high,
+        ci_low_family: fam.low,
+        ci_high_family: fam.high,
+        examples,
+    })
+}
+
+/// The stability table and the paired differences of a run folder, and the folders read.
+pub fn compare(run: &Path, opts: &Options) -> Result<(Vec<StabilityRow>, Vec<DifferenceRow>, Vec<PathBuf>)> {
     let vs = variants(run)?;
     // tasks every variant has (ensembles skip cloze tasks), and steps every variant has
     let mut tasks: BTreeSet<String> = vs[0].tasks.iter().map(|t| t.task.clone()).collect();
@@ -89,33 +291,77 @@ pub fn compare(run: &Path, opts: &Options) -> Result<(Vec<StabilityRow>, Vec<Pat
     if steps.len() < 3 {
         bail!("{}: the variants share only {} steps", run.display(), steps.len());
     }
-    let mut rows = Vec::new();
-    for v in &vs {
-        let t: Vec<TaskRecord> = v.tasks.iter().filter(|r| tasks.contains(&r.task) && steps.contains(&r.step)).cloned().collect();
-        let e: Vec<ExampleRecord> = v.examples.iter().filter(|r| tasks.contains(&r.task) && steps.contains(&r.step)).cloned().collect();
-        let (tm, _) = analyse(&t, &e, opts)?;
-        for m in tm.into_iter().filter(|m| m.window == "all") {
-            rows.push(StabilityRow {
-                task: m.task,
-                method: v.method.into(),
-                k: v.k,
-                checkpoints: m.checkpoints,
-                first_step: m.first_step,
-                final_score: m.final_score,
-                mean_score: m.mean_score,
-                mtv: m.mtv,
-                mtv_ci_low: m.mtv_ci_low,
-                mtv_ci_high: m.mtv_ci_high,
-                flip_rate: m.mean_flip_rate,
-                flip_rate_ci_low: m.flip_rate_ci_low,
-                flip_rate_ci_high: m.flip_rate_ci_high,
-                instability: m.mean_instability,
-                inference_cost: if v.method == "ensemble" { v.k } else { 1 },
-            });
+    let shared: Vec<u64> = steps.into_iter().collect();
+    let mut ks: Vec<usize> = vs.iter().map(|v| v.k).collect();
+    ks.sort_unstable();
+    ks.dedup();
+    let panels: Vec<BTreeMap<String, Panel>> = vs.iter().map(|v| Panel::all(&v.examples)).collect::<Result<_>>()?;
+    let (mut rows, mut diffs) = (Vec::new(), Vec::new());
+    // per (metric, statistic, method pair): the per-task draws of the tasks above chance
+    let mut pooled: BTreeMap<(Metric, &str, (&'static str, usize), (&'static str, usize)), (Vec<f64>, Vec<Vec<f64>>, usize)> = BTreeMap::new();
+    for task in &tasks {
+        let Some(single_full) = panels[0].get(task) else { continue };
+        let trails: Vec<Trail> = vs
+            .iter()
+            .zip(&panels)
+            .filter_map(|(v, p)| Some(Trail { method: v.method, k: v.k, panel: p.get(task)?.restrict(&shared).ok()? }))
+            .collect();
+        if trails.len() != vs.len() {
+            continue;
+        }
+        for metric in Metric::ALL {
+            let Some(c) = compare_task(single_full, &trails, metric, &ks, opts) else { continue };
+            for (i, &(method, k)) in c.labels.iter().enumerate() {
+                let pick = |f: Pick| -> Vec<f64> { c.draws.iter().map(|d| f(&d[i])).collect() };
+                let e = &c.estimate[i];
+                let mi = bootstrap::interval(e.mtv, &pick(|s| s.mtv), LEVEL, 0.0);
+                let fi = c.has_examples[i].then(|| bootstrap::interval(e.flip_rate, &pick(|s| s.flip_rate), LEVEL, 0.0));
+                rows.push(StabilityRow {
+                    task: task.clone(),
+                    metric: metric.name().into(),
+                    method: method.into(),
+                    k,
+                    checkpoints: shared.len(),
+                    first_step: shared[0],
+                    final_score: e.final_score,
+                    mean_score: e.mean_score,
+                    mtv: e.mtv,
+                    mtv_ci_low: Some(mi.low),
+                    mtv_ci_high: Some(mi.high),
+                    flip_rate: fi.map(|_| e.flip_rate),
+                    flip_rate_ci_low: fi.map(|x| x.low),
+                    flip_rate_ci_high: fi.map(|x| x.high),
+                    instability: Some(e.instability).filter(|v| v.is_finite()),
+                    inference_cost: if method.starts_with("ensemble") { k } else { 1 },
+                });
+            }
+            for (a, b) in pairs(&c.labels) {
+                for (stat, f) in STATISTICS {
+                    let d: Vec<f64> = c.draws.iter().map(|x| f(&x[a]) - f(&x[b])).collect();
+                    let est = f(&c.estimate[a]) - f(&c.estimate[b]);
+                    if let Some(row) = difference(task, 1, metric, stat, (&c.labels[a], &c.labels[b]), est, &d, c.examples) {
+                        if c.above_chance {
+                            let p = pooled.entry((metric, stat, c.labels[a], c.labels[b])).or_default();
+                            p.0.push(est);
+                            p.1.push(d);
+                            p.2 += c.examples;
+                        }
+                        diffs.push(row);
+                    }
+                }
+            }
         }
     }
-    rows.sort_by(|a, b| (&a.task, a.method != "single", &a.method, a.k).cmp(&(&b.task, b.method != "single", &b.method, b.k)));
-    Ok((rows, vs.into_iter().map(|v| v.dir).collect()))
+    for ((metric, stat, a, b), (est, draws, examples)) in pooled {
+        let t = est.len() as f64;
+        let mean_draws: Vec<f64> = (0..draws[0].len()).map(|j| draws.iter().map(|d| d[j]).sum::<f64>() / t).collect();
+        if let Some(row) = difference("pooled", est.len(), metric, stat, (&a, &b), est.iter().sum::<f64>() / t, &mean_draws, examples) {
+            diffs.push(row);
+        }
+    }
+    let order = |m: &str| ["single", "smoothing", "average", "ensemble", "ensemble_vote"].iter().position(|x| *x == m).unwrap_or(9);
+    rows.sort_by(|a, b| (&a.task, &a.metric, order(&a.method), a.k).cmp(&(&b.task, &b.metric, order(&b.method), b.k)));
+    Ok((rows, diffs, vs.into_iter().map(|v| v.dir).collect()))
 }
 
 fn ci(lo: Option<f64>, hi: Option<f64>) -> String {
@@ -125,13 +371,15 @@ fn ci(lo: Option<f64>, hi: Option<f64>) -> String {
     }
 }
 
-pub fn render(rows: &[StabilityRow]) -> String {
+/// The stability table of one metric, as printed.
+pub fn render(rows: &[StabilityRow], metric: &str) -> String {
     let mut s = String::new();
-    writeln!(s, "{:<21} {:<9} {:>3} {:>5} {:>6} {:>6} {:>6} {:>15} {:>6} {:>15} {:>6} {:>5}", "task", "method", "k", "ckpts", "final", "mean", "MTV", "MTV 95% CI", "flip", "flip 95% CI", "IS", "cost").unwrap();
-    for r in rows {
+    writeln!(s, "metric: {metric}").unwrap();
+    writeln!(s, "{:<21} {:<13} {:>3} {:>5} {:>7} {:>7} {:>6} {:>15} {:>6} {:>15} {:>6} {:>5}", "task", "method", "k", "ckpts", "final", "mean", "MTV", "MTV 95% CI", "flip", "flip 95% CI", "IS", "cost").unwrap();
+    for r in rows.iter().filter(|r| r.metric == metric) {
         writeln!(
             s,
-            "{:<21} {:<9} {:>3} {:>5} {:>6.3} {:>6.3} {:>6.3} {:>15} {:>6} {:>15} {:>6} {:>5}",
+            "{:<21} {:<13} {:>3} {:>5} {:>7.3} {:>7.3} {:>6.3} {:>15} {:>6} {:>15} {:>6} {:>5}",
             r.task,
             r.method,
             r.k,
@@ -146,6 +394,17 @@ pub fn render(rows: &[StabilityRow]) -> String {
             r.inference_cost
         )
         .unwrap();
+    }
+    s
+}
+
+/// The pooled differences, as printed.
+pub fn render_differences(diffs: &[DifferenceRow]) -> String {
+    let mut s = String::new();
+    writeln!(s, "paired differences, pooled over the tasks above chance (95% CI; family-wise CI for the claims)").unwrap();
+    writeln!(s, "{:<13} {:<11} {:<20} {:<16} {:>8} {:>19} {:>19}", "metric", "statistic", "method", "baseline", "diff", "95% CI", "family CI").unwrap();
+    for d in diffs.iter().filter(|d| d.task == "pooled" && (d.statistic == "mtv" || d.statistic == "flip_rate")) {
+        writeln!(s, "{:<13} {:<11} {:<20} {:<16} {:>+8.4} {:>19} {:>19}", d.metric, d.statistic, format!("{} k={}", d.method, d.k), format!("{} k={}", d.baseline, d.baseline_k), d.estimate, format!("[{:+.4}, {:+.4}]", d.ci_low, d.ci_high), format!("[{:+.4}, {:+.4}]", d.ci_low_family, d.ci_high_family)).unwrap();
     }
     s
 }

@@ -1,71 +1,139 @@
 //! Turns evaluation tables into the measurements the study is about.
 //!
 //! [`analyse`] takes the per-task rows (and, where they exist, the per-example rows) of a run and
-//! returns one [`TaskMetrics`] row per task and window (`all` checkpoints, and the `final` 20%
-//! of them, where the paper measures), plus one [`ExampleMetrics`] row per example.
-//! Per-example data adds the example-level measures, bootstrap intervals over examples and the
-//! selection regret; without it (lm-evaluation-harness results files) only the task level is
-//! computed. Definitions are in [`metrics`].
+//! returns one [`TaskMetrics`] row per task, window (`all` checkpoints, and the `final` 20% of
+//! them, where the paper measures) and metric, plus one [`ExampleMetrics`] row per example.
+//! With per-example data every figure carries its uncertainty, against the right null: the eval
+//! set is fixed and shared by all checkpoints, so consecutive scores are paired
+//! ([`nulls::sign_flip_null`]), and one bootstrap draw of examples is applied to every checkpoint
+//! ([`bootstrap`]); continuous metrics ([`continuous`]) sit beside accuracy. Without it
+//! (lm-evaluation-harness results files) only the task level is computed, with the
+//! independent-binomial noise figure as a conservative upper bound on noise.
+//! The modules, one idea each: [`panel`] (checkpoint x example matrices), [`continuous`],
+//! [`nulls`], [`bootstrap`], [`selection`], [`snr`], [`trend`], [`power`], [`metrics`]
+//! (descriptive measures), [`compare`] (single vs smoothing vs averaged vs ensembled).
 
+pub mod bootstrap;
+pub mod claims;
 pub mod compare;
+pub mod continuous;
 pub mod metrics;
+pub mod nulls;
+pub mod panel;
+pub mod power;
 pub mod report;
+pub mod selection;
+pub mod snr;
 pub mod stream;
+pub mod trend;
 
 use anyhow::{bail, Result};
-use rand::{Rng, SeedableRng};
-use rand_chacha::ChaCha8Rng;
-use records::{ExampleRecord, TaskRecord};
+use ndarray::{ArrayView2, Axis};
+use rayon::prelude::*;
+use records::TaskRecord;
 use serde::{Deserialize, Serialize};
-use sha2::{Digest, Sha256};
 use std::collections::BTreeMap;
 
+use continuous::Metric;
 use metrics::*;
+use panel::Panel;
 use theory::sequence::mtv;
 
 #[derive(Debug, Clone)]
 pub struct Options {
     /// Fraction of the last checkpoints that make the `final` window (the paper: 0.2).
     pub final_fraction: f64,
+    /// Bootstrap draws of examples (one draw shared by every checkpoint, metric and method).
     pub bootstrap: usize,
+    /// Draws of the sign-flip null (and of the binomial bound's simulation).
     pub noise_sims: usize,
+    /// Random balanced splits of the examples for the selection regret.
+    pub splits: usize,
     pub seed: u64,
-    /// Score on `acc_norm` instead of `acc`.
+    /// The metric of the example-level measures and the selection: `acc_norm` instead of `acc`.
     pub use_acc_norm: bool,
 }
 
 impl Default for Options {
     fn default() -> Self {
-        Options { final_fraction: 0.2, bootstrap: 1000, noise_sims: 2000, seed: 1234, use_acc_norm: false }
+        Options { final_fraction: 0.2, bootstrap: 1000, noise_sims: 2000, splits: 200, seed: 1234, use_acc_norm: false }
     }
 }
 
-/// One row per (task, window).
+impl Options {
+    pub fn primary(&self) -> Metric {
+        if self.use_acc_norm {
+            Metric::AccNorm
+        } else {
+            Metric::Acc
+        }
+    }
+}
+
+/// Confidence level of every interval in the tables.
+pub const LEVEL: f64 = 0.95;
+
+/// One row per (task, window, metric).
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
 pub struct TaskMetrics {
     pub task: String,
     pub window: String,
+    /// `acc`, `acc_norm`, `gold_logprob`, `gold_prob`, `margin`, `bits_per_byte`
+    pub metric: String,
     pub checkpoints: usize,
     pub first_step: u64,
     pub last_step: u64,
+    pub examples: Option<usize>,
+    /// accuracy of uniform guessing (accuracy metrics with per-example data)
+    pub chance: Option<f64>,
     pub final_score: f64,
+    pub final_se: Option<f64>,
+    pub final_ci_low: Option<f64>,
+    pub final_ci_high: Option<f64>,
+    /// the final score's 95% interval lies above chance (accuracy metrics)
+    pub above_chance: Option<bool>,
     pub mean_score: f64,
     pub best_score: f64,
     pub best_step: u64,
+    /// mean |score change| between consecutive checkpoints (as observed)
     pub mtv: f64,
+    /// MTV minus its bootstrap bias (resampling examples adds fluctuation)
+    pub mtv_bias_corrected: Option<f64>,
+    /// bootstrap standard deviation of the MTV
+    pub mtv_se: Option<f64>,
     pub mtv_ci_low: Option<f64>,
     pub mtv_ci_high: Option<f64>,
+    /// `two-sided` where the paired null is rejected; `upper bound` (one-sided, low = 0) where
+    /// the changes may all be noise
+    pub mtv_interval: Option<String>,
+    /// the paired sign-flip null: its mean and 95% quantile of MTV, observed / mean, p-value
+    pub null_mtv: Option<f64>,
+    pub null_mtv_q95: Option<f64>,
+    pub null_ratio: Option<f64>,
+    pub null_p_value: Option<f64>,
+    /// share of transitions significant (exact McNemar or sign-flip, Benjamini-Hochberg 5%)
+    pub transitions_significant: Option<f64>,
+    /// independent-binomial noise figure (only without per-example data): a conservative upper
+    /// bound on noise, as it ignores the pairing
+    pub binomial_bound_ratio: Option<f64>,
+    pub binomial_bound_p_value: Option<f64>,
+    /// the noise of Heineman et al.'s SNR: sd / |mean| of the window's scores
+    pub relative_std: Option<f64>,
     pub detrended_sd: f64,
     pub direction_changes: usize,
     pub largest_drop: f64,
     pub largest_drop_step: Option<u64>,
-    pub noise_expected_mtv: Option<f64>,
-    pub noise_ratio: Option<f64>,
-    pub noise_p_value: Option<f64>,
     pub selection_regret: Option<f64>,
+    pub selection_regret_ci_low: Option<f64>,
+    pub selection_regret_ci_high: Option<f64>,
     pub selection_optimism: Option<f64>,
-    pub examples: Option<usize>,
+    pub selection_optimism_se: Option<f64>,
+    pub selection_optimism_ci_low: Option<f64>,
+    pub selection_optimism_ci_high: Option<f64>,
+    /// example-level MTV: the mean over examples of each example's MTV (the flip rate for 0/1
+    /// metrics)
     pub mean_flip_rate: Option<f64>,
+    pub flip_rate_se: Option<f64>,
     pub flip_rate_ci_low: Option<f64>,
     pub flip_rate_ci_high: Option<f64>,
     pub mean_instability: Option<f64>,
@@ -91,97 +159,73 @@ pub struct ExampleMetrics {
     pub final_correct: bool,
 }
 
-/// Each example's correctness and outputs over the steps of one task, examples in id order.
-struct Matrix {
-    steps: Vec<u64>,
-    ids: Vec<String>,
-    correct: Vec<Vec<bool>>,
-    outputs: Vec<Vec<String>>,
-}
-
-fn matrix(rows: &[&ExampleRecord], use_norm: bool) -> Result<Matrix> {
-    let mut steps: Vec<u64> = rows.iter().map(|r| r.step).collect();
-    steps.sort_unstable();
-    steps.dedup();
-    let col: BTreeMap<u64, usize> = steps.iter().enumerate().map(|(i, s)| (*s, i)).collect();
-    let mut by_id: BTreeMap<&str, (Vec<Option<bool>>, Vec<String>)> = BTreeMap::new();
-    for r in rows {
-        let e = by_id.entry(&r.example_id).or_insert_with(|| (vec![None; steps.len()], vec![String::new(); steps.len()]));
-        let c = col[&r.step];
-        if e.0[c].is_some() {
-            bail!("task {}: example {} appears twice at step {}", r.task, r.example_id, r.step);
-        }
-        e.0[c] = Some(if use_norm { r.correct_norm } else { r.correct });
-        e.1[c] = if use_norm { r.predicted_norm.to_string() } else { r.output.clone() };
-    }
-    let mut m = Matrix { steps, ids: vec![], correct: vec![], outputs: vec![] };
-    for (id, (c, o)) in by_id {
-        let Some(c) = c.into_iter().collect::<Option<Vec<bool>>>() else {
-            bail!("example {id} is missing at some checkpoints; every checkpoint must score the same examples");
-        };
-        m.ids.push(id.to_string());
-        m.correct.push(c);
-        m.outputs.push(o);
-    }
-    Ok(m)
-}
 
 fn mean(x: &[f64]) -> f64 {
     x.iter().sum::<f64>() / x.len() as f64
 }
 
-/// Task score series (mean correctness per checkpoint) over the examples `idx`.
-fn scores(m: &Matrix, idx: &[usize], window: &std::ops::Range<usize>) -> Vec<f64> {
-    window.clone().map(|t| idx.iter().filter(|&&e| m.correct[e][t]).count() as f64 / idx.len() as f64).collect()
+/// Sample standard deviation of bootstrap draws: the standard error of the estimate.
+pub fn bootstrap_sd(x: &[f64]) -> f64 {
+    let m = mean(x);
+    (x.iter().map(|v| (v - m).powi(2)).sum::<f64>() / (x.len() as f64 - 1.0).max(1.0)).sqrt()
 }
 
-fn percentile_ci(mut v: Vec<f64>) -> (f64, f64) {
-    v.sort_by(|a, b| a.total_cmp(b));
-    (quantile(&v, 0.025), quantile(&v, 0.975))
+/// A seed of its own for each task (and purpose), so adding a task changes no other task's draws.
+fn seed_for(seed: u64, task: &str, purpose: &str) -> u64 {
+    use sha2::{Digest, Sha256};
+    let h = Sha256::digest(format!("{seed}/{task}/{purpose}").as_bytes());
+    u64::from_le_bytes(h[..8].try_into().unwrap())
 }
 
-/// Selection by a validation half, reported on the test half (halves split by the hash of the id).
-fn selection(m: &Matrix, window: &std::ops::Range<usize>) -> (f64, f64) {
-    let (val, test): (Vec<usize>, Vec<usize>) = (0..m.ids.len()).partition(|&e| Sha256::digest(m.ids[e].as_bytes())[0] % 2 == 0);
-    if val.is_empty() || test.is_empty() {
-        return (f64::NAN, f64::NAN);
-    }
-    let (v, t) = (scores(m, &val, window), scores(m, &test, window));
-    let chosen = records::argmax(&v);
-    let best_test = t.iter().cloned().fold(f64::MIN, f64::max);
-    (best_test - t[chosen], v[chosen] - t[chosen])
-}
-
-/// Task-level measures of a score series (steps ascending).
-fn task_level(task: &str, window: &str, steps: &[u64], s: &[f64], se: &[f64], opts: &Options) -> TaskMetrics {
+/// Task-level description of one score series (steps ascending); no uncertainty yet.
+fn series_row(task: &str, window: &str, metric: Metric, steps: &[u64], s: &[f64]) -> TaskMetrics {
     let xs: Vec<f64> = steps.iter().map(|&v| v as f64).collect();
     let best = records::argmax(s);
     let (drop, at) = largest_drop(s);
-    let noise = noise_test(&xs, s, se, opts.noise_sims, opts.seed);
     TaskMetrics {
         task: task.into(),
         window: window.into(),
+        metric: metric.name().into(),
         checkpoints: s.len(),
         first_step: steps[0],
         last_step: *steps.last().unwrap(),
+        examples: None,
+        chance: None,
         final_score: *s.last().unwrap(),
+        final_se: None,
+        final_ci_low: None,
+        final_ci_high: None,
+        above_chance: None,
         mean_score: mean(s),
         best_score: s[best],
         best_step: steps[best],
         mtv: mtv(s).unwrap_or(0.0),
+        mtv_bias_corrected: None,
+        mtv_se: None,
         mtv_ci_low: None,
         mtv_ci_high: None,
+        mtv_interval: None,
+        null_mtv: None,
+        null_mtv_q95: None,
+        null_ratio: None,
+        null_p_value: None,
+        transitions_significant: None,
+        binomial_bound_ratio: None,
+        binomial_bound_p_value: None,
+        relative_std: snr::relative_std(s),
         detrended_sd: sd(&detrend(&xs, s)),
         direction_changes: direction_changes(s),
         largest_drop: drop,
         largest_drop_step: at.map(|i| steps[i]),
-        noise_expected_mtv: noise.as_ref().map(|n| n.expected_mtv),
-        noise_ratio: noise.as_ref().map(|n| n.ratio),
-        noise_p_value: noise.as_ref().map(|n| n.p_value),
         selection_regret: None,
+        selection_regret_ci_low: None,
+        selection_regret_ci_high: None,
         selection_optimism: None,
-        examples: None,
+        selection_optimism_se: None,
+        selection_optimism_ci_low: None,
+        selection_optimism_ci_high: None,
         mean_flip_rate: None,
+        flip_rate_se: None,
         flip_rate_ci_low: None,
         flip_rate_ci_high: None,
         mean_instability: None,
@@ -193,76 +237,171 @@ fn task_level(task: &str, window: &str, steps: &[u64], s: &[f64], se: &[f64], op
     }
 }
 
+/// The windows of a trail of `m` checkpoints.
+pub fn windows(m: usize, final_fraction: f64) -> [(&'static str, std::ops::Range<usize>); 2] {
+    [("all", 0..m), ("final", final_window(m, final_fraction, 3))]
+}
+
 /// Analyses a run. `examples` may be empty (task level only).
-pub fn analyse(tasks: &[TaskRecord], examples: &[ExampleRecord], opts: &Options) -> Result<(Vec<TaskMetrics>, Vec<ExampleMetrics>)> {
+pub fn analyse(tasks: &[TaskRecord], examples: &[records::ExampleRecord], opts: &Options) -> Result<(Vec<TaskMetrics>, Vec<ExampleMetrics>)> {
     let mut by_task: BTreeMap<&str, Vec<&TaskRecord>> = BTreeMap::new();
     for r in tasks {
         by_task.entry(&r.task).or_default().push(r);
     }
-    let mut ex_by_task: BTreeMap<&str, Vec<&ExampleRecord>> = BTreeMap::new();
-    for r in examples {
-        ex_by_task.entry(&r.task).or_default().push(r);
-    }
+    let panels = Panel::all(examples)?;
     let (mut out, mut per_example) = (Vec::new(), Vec::new());
     for (task, mut rows) in by_task {
         rows.sort_by_key(|r| r.step);
         if rows.windows(2).any(|w| w[0].step == w[1].step) {
             bail!("task {task}: two scores for one step");
         }
-        let score = |r: &TaskRecord| if opts.use_acc_norm { r.acc_norm.unwrap_or(r.acc) } else { r.acc };
-        let (steps, s, se): (Vec<u64>, Vec<f64>, Vec<f64>) = (rows.iter().map(|r| r.step).collect(), rows.iter().map(|r| score(r)).collect(), rows.iter().map(|r| r.acc_stderr).collect());
-        if let Some(r) = rows.iter().find(|r| !score(r).is_finite()) {
+        let steps: Vec<u64> = rows.iter().map(|r| r.step).collect();
+        if let Some(r) = rows.iter().find(|r| !r.acc.is_finite()) {
             bail!("task {task}: non-finite score at step {}", r.step);
         }
-        if s.len() < 2 {
+        if steps.len() < 2 {
             continue;
         }
-        let m = match ex_by_task.get(task) {
-            Some(rs) => Some(matrix(rs, opts.use_acc_norm)?),
-            None => None,
-        };
-        for (name, w) in [("all", 0..s.len()), ("final", final_window(s.len(), opts.final_fraction, 3))] {
-            let mut tm = task_level(task, name, &steps[w.clone()], &s[w.clone()], &se[w.clone()], opts);
-            if let Some(m) = &m {
-                if m.steps != steps {
+        match panels.get(task) {
+            Some(p) => {
+                if p.steps != steps {
                     bail!("task {task}: the example table and the task table cover different steps");
                 }
-                example_level(&mut tm, &mut per_example, m, &w, opts);
+                with_examples(p, opts, &mut out, &mut per_example);
             }
-            out.push(tm);
+            None => task_level_only(task, &rows, opts, &mut out),
         }
     }
     Ok((out, per_example))
 }
 
-fn example_level(tm: &mut TaskMetrics, per_example: &mut Vec<ExampleMetrics>, m: &Matrix, w: &std::ops::Range<usize>, opts: &Options) {
-    let n = m.ids.len();
-    let stats: Vec<ExampleStats> = (0..n).map(|e| {
-        let outs: Vec<&str> = m.outputs[e][w.clone()].iter().map(String::as_str).collect();
-        example_stats(&m.correct[e][w.clone()], &outs)
-    }).collect();
-    let rates: Vec<f64> = stats.iter().map(|s| s.flip_rate).collect();
-    let mut rng = ChaCha8Rng::seed_from_u64(opts.seed);
-    let (mut boot_mtv, mut boot_rate) = (Vec::with_capacity(opts.bootstrap), Vec::with_capacity(opts.bootstrap));
-    let mut idx = vec![0usize; n];
-    for _ in 0..opts.bootstrap {
-        for v in idx.iter_mut() {
-            *v = rng.gen_range(0..n);
-        }
-        boot_mtv.push(mtv(&scores(m, &idx, w)).unwrap_or(0.0));
-        boot_rate.push(idx.iter().map(|&e| rates[e]).sum::<f64>() / n as f64);
+/// Trails without per-example data: the scores, and the independent-binomial bound on noise.
+fn task_level_only(task: &str, rows: &[&TaskRecord], opts: &Options, out: &mut Vec<TaskMetrics>) {
+    let steps: Vec<u64> = rows.iter().map(|r| r.step).collect();
+    let mut series = vec![(Metric::Acc, rows.iter().map(|r| r.acc).collect::<Vec<f64>>(), rows.iter().map(|r| r.acc_stderr).collect::<Vec<f64>>())];
+    if let (Some(s), Some(se)) = (rows.iter().map(|r| r.acc_norm).collect::<Option<Vec<f64>>>(), rows.iter().map(|r| r.acc_norm_stderr).collect::<Option<Vec<f64>>>()) {
+        series.push((Metric::AccNorm, s, se));
     }
-    let (lo, hi) = percentile_ci(boot_mtv);
-    let (rlo, rhi) = percentile_ci(boot_rate);
-    let (regret, optimism) = selection(m, w);
-    tm.mtv_ci_low = Some(lo);
-    tm.mtv_ci_high = Some(hi);
-    tm.selection_regret = Some(regret);
-    tm.selection_optimism = Some(optimism);
-    tm.examples = Some(n);
-    tm.mean_flip_rate = Some(mean(&rates));
-    tm.flip_rate_ci_low = Some(rlo);
-    tm.flip_rate_ci_high = Some(rhi);
+    for (metric, s, se) in series {
+        for (name, w) in windows(s.len(), opts.final_fraction) {
+            let mut tm = series_row(task, name, metric, &steps[w.clone()], &s[w.clone()]);
+            let xs: Vec<f64> = steps[w.clone()].iter().map(|&v| v as f64).collect();
+            if let Some(b) = nulls::independent_binomial_bound(&xs, &s[w.clone()], &se[w.clone()], opts.noise_sims, seed_for(opts.seed, task, "binomial")) {
+                tm.binomial_bound_ratio = Some(b.ratio);
+                tm.binomial_bound_p_value = Some(b.p_value);
+            }
+            out.push(tm);
+        }
+    }
+}
+
+/// Per-example MTV of each example (column) over the rows `w`.
+fn example_mtvs(v: ArrayView2<f64>, w: &std::ops::Range<usize>) -> Vec<f64> {
+    v.axis_iter(Axis(1)).map(|col| mtv(&col.slice(ndarray::s![w.clone()]).to_vec()).unwrap_or(0.0)).collect()
+}
+
+/// What one bootstrap draw gives for one (metric, window): MTV, final score, example-level MTV.
+#[derive(Clone, Copy, Default)]
+struct Drawn {
+    mtv: f64,
+    final_score: f64,
+    example_mtv: f64,
+}
+
+fn with_examples(p: &Panel, opts: &Options, out: &mut Vec<TaskMetrics>, per_example: &mut Vec<ExampleMetrics>) {
+    let (task, n, m) = (p.task.as_str(), p.examples(), p.steps.len());
+    let wins = windows(m, opts.final_fraction);
+    let metrics = p.metrics();
+    let ex_mtv: Vec<[Vec<f64>; 2]> = metrics.iter().map(|&k| {
+        let v = p.values(k).unwrap();
+        [example_mtvs(v, &wins[0].1), example_mtvs(v, &wins[1].1)]
+    }).collect();
+    // one draw of examples for every checkpoint, metric and window: the figures are paired
+    let draws = bootstrap::draws(n, opts.bootstrap, seed_for(opts.seed, task, "bootstrap"));
+    let boot: Vec<Vec<[Drawn; 2]>> = draws
+        .par_iter()
+        .map(|idx| {
+            metrics.iter().enumerate().map(|(mi, &k)| {
+                let s = bootstrap::resampled_scores(p.values(k).unwrap(), idx).to_vec();
+                let mut r = [Drawn::default(); 2];
+                for (wi, (_, w)) in wins.iter().enumerate() {
+                    r[wi] = Drawn { mtv: mtv(&s[w.clone()]).unwrap_or(0.0), final_score: s[w.end - 1], example_mtv: idx.iter().map(|&e| ex_mtv[mi][wi][e]).sum::<f64>() / n as f64 };
+                }
+                r
+            }).collect()
+        })
+        .collect();
+    for (mi, &k) in metrics.iter().enumerate() {
+        let v = p.values(k).unwrap();
+        let s = p.scores(k).unwrap();
+        for (wi, (name, w)) in wins.iter().enumerate() {
+            let mut tm = series_row(task, name, k, &p.steps[w.clone()], &s[w.clone()]);
+            tm.examples = Some(n);
+            let pick = |f: fn(&Drawn) -> f64| -> Vec<f64> { boot.iter().map(|d| f(&d[mi][wi])).collect() };
+            let null = nulls::sign_flip_null(v.slice(ndarray::s![w.clone(), ..]), opts.noise_sims, seed_for(opts.seed, task, "null"));
+            let real = null.as_ref().is_some_and(|x| x.p_value < 0.05);
+            if let Some(x) = &null {
+                tm.null_mtv = Some(x.null_mean);
+                tm.null_mtv_q95 = Some(x.null_q95);
+                tm.null_ratio = Some(x.ratio).filter(|r| r.is_finite());
+                tm.null_p_value = Some(x.p_value);
+                tm.transitions_significant = Some(x.share_significant);
+            }
+            let iv = if real { bootstrap::interval(tm.mtv, &pick(|d| d.mtv), LEVEL, 0.0) } else { bootstrap::upper_bound(tm.mtv, &pick(|d| d.mtv), LEVEL, 0.0) };
+            tm.mtv_bias_corrected = Some(iv.bias_corrected.max(0.0));
+            tm.mtv_se = Some(bootstrap_sd(&pick(|d| d.mtv)));
+            tm.mtv_ci_low = Some(iv.low);
+            tm.mtv_ci_high = Some(iv.high);
+            tm.mtv_interval = Some(if real { "two-sided" } else { "upper bound" }.into());
+            let fin = bootstrap::interval(tm.final_score, &pick(|d| d.final_score), LEVEL, f64::NEG_INFINITY);
+            tm.final_se = Some(bootstrap_sd(&pick(|d| d.final_score)));
+            tm.final_ci_low = Some(fin.low);
+            tm.final_ci_high = Some(fin.high);
+            if k.is_binary() {
+                tm.chance = Some(p.chance);
+                tm.above_chance = Some(fin.low > p.chance);
+            }
+            let em = mean(&ex_mtv[mi][wi]);
+            let ev = bootstrap::interval(em, &pick(|d| d.example_mtv), LEVEL, 0.0);
+            tm.mean_flip_rate = Some(em);
+            tm.flip_rate_se = Some(bootstrap_sd(&pick(|d| d.example_mtv)));
+            tm.flip_rate_ci_low = Some(ev.low);
+            tm.flip_rate_ci_high = Some(ev.high);
+            if k == opts.primary() {
+                example_level(&mut tm, per_example, p, v, w, opts);
+            }
+            out.push(tm);
+        }
+    }
+}
+
+/// The example-level description (flips, IS, forgetting) and the selection regret, on the
+/// primary 0/1 metric.
+fn example_level(tm: &mut TaskMetrics, per_example: &mut Vec<ExampleMetrics>, p: &Panel, v: ArrayView2<f64>, w: &std::ops::Range<usize>, opts: &Options) {
+    let n = p.examples();
+    let outputs = if opts.use_acc_norm { &p.outputs_norm } else { &p.outputs };
+    let stats: Vec<ExampleStats> = (0..n)
+        .map(|e| {
+            let correct: Vec<bool> = v.column(e).slice(ndarray::s![w.clone()]).iter().map(|&x| x > 0.5).collect();
+            let outs: Vec<&str> = outputs[e][w.clone()].iter().map(String::as_str).collect();
+            example_stats(&correct, &outs)
+        })
+        .collect();
+    let rates: Vec<f64> = stats.iter().map(|s| s.flip_rate).collect();
+    let last = w.end - 1;
+    let strata: Vec<u32> = (0..n).map(|e| 2 * p.gold[e] + u32::from(v[[last, e]] > 0.5)).collect();
+    let sel = selection::selection_draws(v.slice(ndarray::s![w.clone(), ..]), &strata, opts.splits, opts.bootstrap.min(200), 10, seed_for(opts.seed, &p.task, "selection"));
+    // the split-averaged estimate is unbiased, its bootstrap world is not: a centred interval on
+    // de-noised draws (see `selection`)
+    let (boot_regret, boot_optimism) = (selection::denoised(&sel.boot_regret, sel.mc_var_regret), selection::denoised(&sel.boot_optimism, sel.mc_var_optimism));
+    let (regret, optimism) = (bootstrap::centred(sel.regret, &boot_regret, LEVEL, f64::NEG_INFINITY), bootstrap::centred(sel.optimism, &boot_optimism, LEVEL, f64::NEG_INFINITY));
+    tm.selection_regret = Some(sel.regret);
+    tm.selection_regret_ci_low = Some(regret.low);
+    tm.selection_regret_ci_high = Some(regret.high);
+    tm.selection_optimism = Some(sel.optimism);
+    tm.selection_optimism_se = Some(bootstrap_sd(&boot_optimism));
+    tm.selection_optimism_ci_low = Some(optimism.low);
+    tm.selection_optimism_ci_high = Some(optimism.high);
     tm.mean_instability = Some(stats.iter().map(|s| s.instability).sum::<f64>() / n as f64);
     tm.flip_rate_p50 = Some(quantile(&rates, 0.5));
     tm.flip_rate_p90 = Some(quantile(&rates, 0.9));
@@ -273,13 +412,13 @@ fn example_level(tm: &mut TaskMetrics, per_example: &mut Vec<ExampleMetrics>, m:
         per_example.push(ExampleMetrics {
             task: tm.task.clone(),
             window: tm.window.clone(),
-            example_id: m.ids[e].clone(),
+            example_id: p.ids[e].clone(),
             flips_to_wrong: s.flips_to_wrong,
             flips_to_right: s.flips_to_right,
             flip_rate: s.flip_rate,
             instability: s.instability,
             learned_then_forgotten: s.learned_then_forgotten,
-            stable_from_step: m.steps[w.start + s.stable_from],
+            stable_from_step: p.steps[w.start + s.stable_from],
             final_correct: s.final_correct,
         });
     }

@@ -56,7 +56,7 @@ fn main() -> anyhow::Result<()> {
         Command::Compare { run, bootstrap } => {
             check_options(0.2, bootstrap)?;
             let opts = analysis::Options { bootstrap, ..Default::default() };
-            let (rows, inputs) = analysis::compare::compare(&run, &opts)?;
+            let (rows, diffs, inputs) = analysis::compare::compare(&run, &opts)?;
             if rows.is_empty() {
                 anyhow::bail!("{}: nothing to compare (no eval-avg-k*/ or ensembled/k*/ sharing steps with eval/)", run.display());
             }
@@ -66,10 +66,15 @@ fn main() -> anyhow::Result<()> {
             let mut df = records::frame_of(&rows)?;
             records::stage_frame(&mut set, "stability.parquet", &mut df)?;
             records::stage_frame(&mut set, "stability.csv", &mut df)?;
-            let prov = serde_json::json!({"inputs": inputs, "bootstrap": bootstrap, "seed": opts.seed});
+            let mut dd = records::frame_of(&diffs)?;
+            records::stage_frame(&mut set, "differences.parquet", &mut dd)?;
+            records::stage_frame(&mut set, "differences.csv", &mut dd)?;
+            let prov = serde_json::json!({"inputs": inputs, "bootstrap": bootstrap, "seed": opts.seed, "family_level": analysis::claims::FAMILY_LEVEL, "git_commit": output::provenance::git_commit(), "threads": rayon::current_num_threads()});
             set.write("stability.provenance.json", serde_json::to_string_pretty(&prov)?.as_bytes())?;
             set.commit()?;
-            print!("{}", analysis::compare::render(&rows));
+            print!("{}", analysis::compare::render(&rows, "acc"));
+            println!();
+            print!("{}", analysis::compare::render_differences(&diffs));
             println!("cost: forward passes per prediction relative to one checkpoint (averaging also reads k checkpoints once to build each model)");
             return Ok(());
         }
@@ -84,9 +89,10 @@ fn main() -> anyhow::Result<()> {
     let out = out.unwrap_or_else(|| dir.join("analysis"));
     let opts = analysis::Options { final_fraction, bootstrap, use_acc_norm: acc_norm, ..Default::default() };
     let (tm, _) = analysis::report::write(&input, &out, &opts)?;
-    print!("{}", analysis::report::render(&tm, "all"));
+    let primary = opts.primary().name();
+    print!("{}", analysis::report::render(&tm, "all", primary));
     println!();
-    print!("{}", analysis::report::render(&tm, "final"));
+    print!("{}", analysis::report::render(&tm, "final", primary));
     println!("\n{}\ntables written to {}", analysis::report::LEGEND, out.display());
     Ok(())
 }

@@ -3,16 +3,14 @@
 //! Task level, on a score series s_1..s_m ordered by checkpoint step: MTV (the paper's mean total
 //! variation, `theory::sequence::mtv`), the standard deviation of the series around its least-
 //! squares line in the step number (so uneven spacing is handled by the steps), the number of
-//! direction changes, the largest drop between consecutive checkpoints, and how much of the MTV
-//! binomial sampling noise alone would produce.
+//! direction changes, and the largest drop between consecutive checkpoints. (What noise alone
+//! would produce is in [`crate::nulls`], with its uncertainty in [`crate::bootstrap`].)
 //!
 //! Example level, on each example's 0/1 correctness over checkpoints: flips (right->wrong and
 //! wrong->right), the flip rate (= the example's MTV), the instability score of its outputs,
 //! whether it was learned and later forgotten, and whether it is stable over the final stage.
 
-use rand::SeedableRng;
-use rand_chacha::ChaCha8Rng;
-use theory::sequence::{exact_match, instability, mtv};
+use theory::sequence::{exact_match, instability};
 
 /// Least-squares line of `y` against `x`; returns the residuals.
 pub fn detrend(x: &[f64], y: &[f64]) -> Vec<f64> {
@@ -46,41 +44,6 @@ pub fn largest_drop(x: &[f64]) -> (f64, Option<usize>) {
 pub fn final_window(m: usize, fraction: f64, min: usize) -> std::ops::Range<usize> {
     let k = ((m as f64 * fraction).ceil() as usize).max(min).min(m);
     m - k..m
-}
-
-#[derive(Debug, Clone, PartialEq, serde::Serialize)]
-pub struct NoiseTest {
-    /// Mean MTV of series made of the trend plus independent N(0, stderr_t^2) noise.
-    pub expected_mtv: f64,
-    /// Observed MTV / expected_mtv.
-    pub ratio: f64,
-    /// P(noise-only MTV >= observed), by simulation (add-one estimate).
-    pub p_value: f64,
-}
-
-/// Does the observed MTV exceed what the binomial sampling noise of each score predicts?
-/// Null: s_t = trend_t + e_t, e_t ~ N(0, se_t^2) independent, trend = least-squares line in the
-/// step. `sims` seeded simulations.
-pub fn noise_test(steps: &[f64], scores: &[f64], stderr: &[f64], sims: usize, seed: u64) -> Option<NoiseTest> {
-    let observed = mtv(scores)?;
-    if stderr.iter().any(|s| !s.is_finite()) {
-        return None;
-    }
-    let resid = detrend(steps, scores);
-    let trend: Vec<f64> = scores.iter().zip(&resid).map(|(s, r)| s - r).collect();
-    let mut rng = ChaCha8Rng::seed_from_u64(seed);
-    let (mut total, mut above) = (0.0, 0usize);
-    let mut sim = vec![0.0; scores.len()];
-    for _ in 0..sims {
-        for t in 0..scores.len() {
-            sim[t] = trend[t] + stderr[t] * theory::noise::std_normal(&mut rng);
-        }
-        let m = mtv(&sim).unwrap();
-        total += m;
-        above += usize::from(m >= observed);
-    }
-    let expected = total / sims as f64;
-    Some(NoiseTest { expected_mtv: expected, ratio: observed / expected, p_value: (1 + above) as f64 / (1 + sims) as f64 })
 }
 
 /// Per-example statistics of one example's correctness (and outputs) over checkpoints.
@@ -138,6 +101,7 @@ pub fn quantile(values: &[f64], q: f64) -> f64 {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use theory::sequence::mtv;
 
     #[test]
     fn hand_worked_series() {
@@ -167,18 +131,5 @@ mod tests {
         // a wrong answer turning into another wrong answer: IS moves, MTV does not
         let s = example_stats(&[false, false, false], &["1", "2", "3"]);
         assert_eq!((s.flip_rate, s.instability, s.stable_from), (0.0, 1.0, 0));
-    }
-
-    #[test]
-    fn noise_alone_is_not_flagged_and_big_swings_are() {
-        let steps: Vec<f64> = (0..40).map(|t| t as f64).collect();
-        let se = vec![0.02; 40];
-        let mut rng = ChaCha8Rng::seed_from_u64(5);
-        let noisy: Vec<f64> = steps.iter().map(|t| 0.5 + 0.001 * t + 0.02 * theory::noise::std_normal(&mut rng)).collect();
-        let quiet = noise_test(&steps, &noisy, &se, 2000, 1).unwrap();
-        assert!(quiet.p_value > 0.01 && (quiet.ratio - 1.0).abs() < 0.35, "{quiet:?}");
-        let swings: Vec<f64> = steps.iter().map(|t| 0.5 + if (*t as usize) % 2 == 0 { 0.1 } else { -0.1 }).collect();
-        let loud = noise_test(&steps, &swings, &se, 2000, 1).unwrap();
-        assert!(loud.p_value < 0.001 && loud.ratio > 3.0, "{loud:?}");
     }
 }

@@ -39,39 +39,62 @@ fn f(v: Option<f64>) -> String {
     v.map_or("-".into(), |x| format!("{x:.3}"))
 }
 
-/// The summary printed to stdout (and snapshot-tested).
-pub fn render(metrics: &[TaskMetrics], window: &str) -> String {
+fn ci(lo: Option<f64>, hi: Option<f64>) -> String {
+    match (lo, hi) {
+        (Some(a), Some(b)) => format!("[{a:.3}, {b:.3}]"),
+        _ => "-".into(),
+    }
+}
+
+/// The summary printed to stdout (and snapshot-tested): the primary metric's rows of a window,
+/// then the other metrics' fluctuation beside it.
+pub fn render(metrics: &[TaskMetrics], window: &str, primary: &str) -> String {
     let mut s = String::new();
-    writeln!(s, "window: {window}").unwrap();
-    writeln!(s, "{:<22} {:>5} {:>7} {:>7} {:>6} {:>15} {:>7} {:>5} {:>6} {:>6} {:>6} {:>6} {:>6}", "task", "ckpts", "final", "best", "MTV", "MTV 95% CI", "noise", "p", "dirchg", "drop", "flip", "IS", "regret").unwrap();
-    for m in metrics.iter().filter(|m| m.window == window) {
-        let ci = match (m.mtv_ci_low, m.mtv_ci_high) {
-            (Some(a), Some(b)) => format!("[{a:.3}, {b:.3}]"),
-            _ => "-".into(),
+    writeln!(s, "window: {window}, metric: {primary}").unwrap();
+    writeln!(s, "{:<22} {:>5} {:>4} {:>6} {:>15} {:>6} {:>6} {:>17} {:>6} {:>6} {:>5} {:>6} {:>6} {:>6}", "task", "ckpts", "n", "final", "final 95% CI", "chance", "MTV", "MTV 95% CI", "null", "p", "sig", "flip", "IS", "optim").unwrap();
+    for m in metrics.iter().filter(|m| m.window == window && m.metric == primary) {
+        let mci = match (m.mtv_ci_low, m.mtv_ci_high, m.mtv_interval.as_deref()) {
+            (_, Some(b), Some("upper bound")) => format!("<= {b:.3}"),
+            (a, b, _) => ci(a, b),
         };
+        let null = m.null_ratio.or(m.binomial_bound_ratio).filter(|r| r.is_finite()).map_or("-".into(), |r| format!("{r:.2}x{}", if m.null_ratio.is_none() { "*" } else { "" }));
         writeln!(
             s,
-            "{:<22} {:>5} {:>7.3} {:>7.3} {:>6.3} {:>15} {:>7} {:>5} {:>6} {:>6.3} {:>6} {:>6} {:>6}",
+            "{:<22} {:>5} {:>4} {:>6.3} {:>15} {:>6} {:>6.3} {:>17} {:>6} {:>6} {:>5} {:>6} {:>6} {:>6}",
             m.task,
             m.checkpoints,
+            m.examples.map_or("-".into(), |n| n.to_string()),
             m.final_score,
-            m.best_score,
+            ci(m.final_ci_low, m.final_ci_high),
+            f(m.chance),
             m.mtv,
-            ci,
-            m.noise_ratio.filter(|r| r.is_finite()).map_or("-".into(), |r| format!("{r:.2}x")),
-            m.noise_p_value.map_or("-".into(), |p| format!("{p:.3}")),
-            m.direction_changes,
-            m.largest_drop,
+            mci,
+            null,
+            f(m.null_p_value.or(m.binomial_bound_p_value)),
+            m.transitions_significant.map_or("-".into(), |v| format!("{:.0}%", 100.0 * v)),
             f(m.mean_flip_rate),
             f(m.mean_instability),
-            f(m.selection_regret),
+            m.selection_optimism.map_or("-".into(), |v| format!("{v:+.3}")),
         )
         .unwrap();
+    }
+    let others: Vec<&TaskMetrics> = metrics.iter().filter(|m| m.window == window && m.metric != primary).collect();
+    if !others.is_empty() {
+        writeln!(s, "other metrics ({window}):").unwrap();
+        writeln!(s, "{:<22} {:<13} {:>8} {:>8} {:>17} {:>6} {:>6} {:>8} {:>7}", "task", "metric", "final", "MTV", "MTV 95% CI", "null", "p", "rel sd", "ex MTV").unwrap();
+        for m in others {
+            let mci = match (m.mtv_ci_low, m.mtv_ci_high, m.mtv_interval.as_deref()) {
+                (_, Some(b), Some("upper bound")) => format!("<= {b:.4}"),
+                (Some(a), Some(b), _) => format!("[{a:.4}, {b:.4}]"),
+                _ => "-".into(),
+            };
+            writeln!(s, "{:<22} {:<13} {:>8.4} {:>8.4} {:>17} {:>6} {:>6} {:>8} {:>7}", m.task, m.metric, m.final_score, m.mtv, mci, m.null_ratio.filter(|r| r.is_finite()).map_or("-".into(), |r| format!("{r:.2}x")), f(m.null_p_value), m.relative_std.map_or("-".into(), |v| format!("{v:.4}")), m.mean_flip_rate.map_or("-".into(), |v| format!("{v:.4}"))).unwrap();
+        }
     }
     s
 }
 
-pub const LEGEND: &str = "MTV: mean |score change| between consecutive checkpoints; noise: MTV / MTV expected from binomial sampling noise alone (p: simulated p-value); dirchg: direction changes; drop: largest fall between consecutive checkpoints; flip: mean example flip rate (example-level MTV); IS: mean instability score of outputs; regret: best test score minus the test score of the checkpoint a validation half picks.";
+pub const LEGEND: &str = "n: examples; final 95% CI: bootstrap over examples; chance: uniform guessing; MTV: mean |score change| between consecutive checkpoints, its 95% CI bias-corrected (two-sided where the paired null is rejected, else a one-sided upper bound); null: MTV / MTV of the paired sign-flip null (each discordant example's direction a fair coin; * = independent-binomial figure, a conservative upper bound on noise, where no per-example data exists); p: the null's p-value; sig: transitions significant (exact McNemar, Benjamini-Hochberg 5%); flip: mean example flip rate (example-level MTV); IS: mean instability score of outputs; optim: selection optimism (score on the half a checkpoint was picked on minus on the other half, 200 stratified splits); rel sd: sd / |mean| of the window's scores (the noise of Heineman et al.'s SNR).";
 
 /// Analyses `input` and writes task_metrics / example_metrics (.parquet, .csv) and
 /// provenance.json into `out`, as one set (the folder is locked meanwhile).
@@ -91,7 +114,8 @@ pub fn write(input: &Input, out: &Path, opts: &Options) -> Result<(Vec<TaskMetri
         records::stage_frame(&mut set, "example_metrics.csv", &mut df)?;
     }
     let provenance = serde_json::json!({
-        "inputs": input.sources, "options": {"final_fraction": opts.final_fraction, "bootstrap": opts.bootstrap, "noise_sims": opts.noise_sims, "seed": opts.seed, "acc_norm": opts.use_acc_norm},
+        "inputs": input.sources, "options": {"final_fraction": opts.final_fraction, "bootstrap": opts.bootstrap, "noise_sims": opts.noise_sims, "splits": opts.splits, "seed": opts.seed, "acc_norm": opts.use_acc_norm},
+        "threads": rayon::current_num_threads(), "host": output::provenance::host(),
         "git_commit": output::provenance::git_commit(),
     });
     set.write("provenance.json", serde_json::to_string_pretty(&provenance)?.as_bytes())?;

@@ -3,8 +3,12 @@
 //! For a scored-choice example, member j's predictive distribution over the options is the
 //! softmax of its option log-likelihoods (of log-likelihood per character for `acc_norm`); the
 //! ensemble of the k checkpoints ending at step t is the mean of those distributions, and it
-//! predicts its argmax. The `Sequence` rule instead averages the options' sequence probabilities
-//! (log-mean-exp of the log-likelihoods) before comparing them. Cloze tasks have one option: an
+//! predicts its argmax (`Distribution`, the default). The `Sequence` rule instead averages the
+//! options' sequence probabilities (log-mean-exp of the log-likelihoods) before comparing them;
+//! `Vote` takes the option most members choose (ties: the mean distribution decides). Whatever
+//! the rule, the stored log-likelihood of each option is the ensemble's sequence log-likelihood,
+//! log mean_j exp(ll_j), so continuous metrics (gold log-prob, margin, bits per byte) of an
+//! ensemble are on the same scale as a single checkpoint's. Cloze tasks have one option: an
 //! ensemble's greedy continuation needs the per-token distributions of running the models, so
 //! they are left out here.
 
@@ -18,6 +22,21 @@ pub enum Rule {
     Distribution,
     /// log-mean-exp of the options' sequence probabilities
     Sequence,
+    /// majority vote over the members' chosen options
+    Vote,
+}
+
+/// The option most members choose; ties go to the option of highest `tiebreak`.
+pub fn majority_vote(members: &[&[f64]], tiebreak: &[f64]) -> usize {
+    let mut votes = vec![0usize; tiebreak.len()];
+    for m in members {
+        votes[argmax(m)] += 1;
+    }
+    let top = *votes.iter().max().unwrap();
+    (0..votes.len()).filter(|&o| votes[o] == top).fold(None, |best: Option<usize>, o| match best {
+        Some(b) if tiebreak[b] >= tiebreak[o] => Some(b),
+        _ => Some(o),
+    }).unwrap()
 }
 
 /// softmax of `x`, computed stably.
@@ -72,12 +91,14 @@ pub fn ensemble_rows(rows: &[ExampleRecord], k: usize, rule: Rule) -> Result<Vec
             let chars = &window[0].lengths_chars;
             let per_char: Vec<Vec<f64>> = ll.iter().map(|x| x.iter().zip(chars).map(|(l, &c)| l / c.max(1) as f64).collect()).collect();
             let per_char: Vec<&[f64]> = per_char.iter().map(Vec::as_slice).collect();
-            let (scores, scores_norm) = match rule {
-                Rule::Distribution => (ensemble_distribution(&ll).iter().map(|p| p.ln()).collect::<Vec<_>>(), ensemble_distribution(&per_char)),
-                Rule::Sequence => (log_mean_exp(&ll), log_mean_exp(&per_char)),
+            let (dist, dist_norm) = (ensemble_distribution(&ll), ensemble_distribution(&per_char));
+            let (p, pn) = match rule {
+                Rule::Distribution => (argmax(&dist), argmax(&dist_norm)),
+                Rule::Sequence => (argmax(&log_mean_exp(&ll)), argmax(&log_mean_exp(&per_char))),
+                Rule::Vote => (majority_vote(&ll, &dist), majority_vote(&per_char, &dist_norm)),
             };
+            let scores = log_mean_exp(&ll);
             let last = window[k - 1];
-            let (p, pn) = (argmax(&scores), argmax(&scores_norm));
             out.push(ExampleRecord {
                 step: last.step,
                 task: task.to_string(),
@@ -122,7 +143,7 @@ mod tests {
         #[test]
         fn an_ensemble_of_one_is_the_single_model(ll in prop::collection::vec(-50.0..0.0f64, 3)) {
             let rows = vec![row(0, ll.clone()), row(10, ll.iter().map(|v| v - 1.0).collect())];
-            for rule in [Rule::Distribution, Rule::Sequence] {
+            for rule in [Rule::Distribution, Rule::Sequence, Rule::Vote] {
                 let e = ensemble_rows(&rows, 1, rule).unwrap();
                 prop_assert_eq!(e.len(), 2);
                 for (a, b) in e.iter().zip(&rows) {
@@ -142,5 +163,13 @@ mod tests {
         assert_eq!((e[0].step, e[0].predicted, e[0].correct), (1, 0, true));
         assert!((e[0].logliks[0].exp() - 0.65).abs() < 1e-9);
         assert!((log_mean_exp(&[&[0.0], &[(3.0f64).ln()]])[0] - (2.0f64).ln()).abs() < 1e-12);
+        // three members: two choose option 1 narrowly, one option 0 by far; the vote says 1,
+        // the mean distribution says 0
+        let three = vec![row(0, vec![(0.45f64).ln(), (0.55f64).ln(), -30.0]), row(1, vec![(0.45f64).ln(), (0.55f64).ln(), -30.0]), row(2, vec![(0.99f64).ln(), (0.01f64).ln(), -30.0])];
+        assert_eq!(ensemble_rows(&three, 3, Rule::Vote).unwrap()[0].predicted, 1);
+        assert_eq!(ensemble_rows(&three, 3, Rule::Distribution).unwrap()[0].predicted, 0);
+        // a 1-1 tie between two members goes to the option the mean distribution prefers
+        assert_eq!(majority_vote(&[&[0.0, -1.0], &[-3.0, 0.0]], &[0.6, 0.4]), 0);
+        assert_eq!(majority_vote(&[&[0.0, -1.0], &[-3.0, 0.0]], &[0.3, 0.7]), 1);
     }
 }

@@ -353,6 +353,25 @@ mod tests {
         assert_eq!((t[0].acc, t[0].acc_stderr), (0.5, (0.25f64).sqrt()));
     }
 
+    /// A version 1 table (no `lengths_bytes`, no version key) still reads, with no byte counts.
+    #[test]
+    fn version_1_tables_read_with_empty_byte_counts() {
+        let dir = tempfile::tempdir().unwrap();
+        let p = dir.path().join("v1.parquet");
+        let mut df = examples_frame(&sample_rows()).unwrap().drop("lengths_bytes").unwrap();
+        ParquetWriter::new(std::fs::File::create(&p).unwrap()).finish(&mut df).unwrap();
+        let rows = read_examples(&p).unwrap();
+        assert_eq!(rows.len(), 4);
+        assert!(rows.iter().all(|r| r.lengths_bytes.is_empty()));
+        assert_eq!(rows[0].lengths_chars, vec![12, 9]);
+        // a table of a newer version than this build is refused by name
+        let q = dir.path().join("v9.parquet");
+        let kv = polars::io::parquet::write::KeyValueMetadata::from_static(vec![(VERSION_KEY.to_string(), "9".to_string())]);
+        ParquetWriter::new(std::fs::File::create(&q).unwrap()).with_key_value_metadata(Some(kv)).finish(&mut df).unwrap();
+        let e = read_examples(&q).unwrap_err().to_string();
+        assert!(e.contains("v9.parquet") && e.contains("version 9"), "{e}");
+    }
+
     #[test]
     fn example_schema_snapshot() {
         let df = examples_frame(&sample_rows()).unwrap();

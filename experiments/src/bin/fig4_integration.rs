@@ -1,6 +1,7 @@
-//! Figure 4: over the final stage, the score of single checkpoints beside averaged (one model,
-//! weights of the last k checkpoints) and ensembled (mean of the last k predictive
-//! distributions) ones, k = 4 and 16, on the same steps.
+//! Figure 4: over the final stage, the score of single checkpoints beside the smoothing baseline
+//! (k-moving average of the single checkpoints' scores: what window overlap alone gives),
+//! averaged (one model, weights of the last k checkpoints) and ensembled (mean of the last k
+//! predictive distributions over the options) ones, k = 4 and 16, on the same steps.
 
 use anyhow::{bail, Result};
 use clap::Parser;
@@ -11,9 +12,11 @@ use experiments::{curve, task_names, Args, Output, Run};
 use plotters::coord::Shift;
 use plotters::prelude::*;
 
-/// (label, method, k, table folder)
-const VARIANTS: [(&str, &str, usize, &str); 5] = [
+/// (label, method, k, table folder); the smoothing baseline is computed from `eval`
+const VARIANTS: [(&str, &str, usize, &str); 7] = [
     ("single checkpoint", "single", 1, "eval"),
+    ("smoothing k=4", "smoothing", 4, "eval"),
+    ("smoothing k=16", "smoothing", 16, "eval"),
     ("average k=4", "average", 4, "eval-avg-k4"),
     ("average k=16", "average", 16, "eval-avg-k16"),
     ("ensemble k=4", "ensemble", 4, "ensembled/k4"),
@@ -37,7 +40,7 @@ impl Figure for Fig {
     where
         DB::ErrorType: 'static,
     {
-        let panels = task_grid(root, "Final stage: single checkpoints vs checkpoint averaging and ensembling over the last k checkpoints", self.0.len())?;
+        let panels = task_grid(root, "Final stage: single checkpoints vs the smoothing baseline, checkpoint averaging and ensembling (mean of option distributions) over the last k checkpoints", self.0.len())?;
         for (i, (p, area)) in self.0.iter().zip(&panels).enumerate() {
             let xs = p.curves[0].iter().map(|q| q.0);
             let (x0, x1) = (
@@ -57,7 +60,12 @@ impl Figure for Fig {
                 let c = method_color(method);
                 let style = c.stroke_width(if *method == "single" { 2 } else { 3 });
                 let pts = pts.clone();
-                if *k == 4 {
+                if *method == "smoothing" {
+                    chart
+                        .draw_series(DashedLineSeries::new(pts, if *k == 4 { 4 } else { 12 }, 4, style))?
+                        .label(*label)
+                        .legend(move |(x, y)| PathElement::new(vec![(x, y), (x + 10, y)], style));
+                } else if *k == 4 {
                     chart
                         .draw_series(DashedLineSeries::new(pts, 10, 6, style))?
                         .label(*label)
@@ -88,9 +96,16 @@ fn main() -> Result<()> {
     for task in task_names(tables[0].iter().map(|r| r.task.as_str())) {
         let curves: Vec<Vec<(f64, f64)>> = tables
             .iter()
-            .map(|t| {
+            .zip(&VARIANTS)
+            .map(|(t, v)| {
                 let (s, a, _) = curve(t, &task);
-                s.into_iter().zip(a).collect()
+                if v.1 == "smoothing" {
+                    // the k-moving average of the single scores, at the last step of each window
+                    let ma = theory::sequence::moving_average(&a, v.2);
+                    s[v.2 - 1..].iter().copied().zip(ma).collect()
+                } else {
+                    s.into_iter().zip(a).collect()
+                }
             })
             .collect();
         if let Some(i) = curves.iter().position(|c| c.is_empty()) {

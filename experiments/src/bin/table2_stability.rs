@@ -25,10 +25,10 @@ struct Summary {
 fn summarise(rows: &[StabilityRow]) -> Vec<Summary> {
     let mut variants: Vec<(String, usize)> = rows.iter().map(|r| (r.method.clone(), r.k)).collect();
     let order = |m: &str| {
-        ["single", "average", "ensemble"]
+        ["single", "smoothing", "average", "ensemble", "ensemble_vote"]
             .iter()
             .position(|x| *x == m)
-            .unwrap_or(3)
+            .unwrap_or(5)
     };
     variants.sort_by_key(|(m, k)| (order(m), *k));
     variants.dedup();
@@ -43,8 +43,8 @@ fn summarise(rows: &[StabilityRow]) -> Vec<Summary> {
                 r.task == *t
                     && &r.method == m
                     && r.k == *k
-                    && r.flip_rate.is_some()
-                    && r.instability.is_some()
+                    // the smoothing baseline is a task-level series: no example rows
+                    && (m == "smoothing" || (r.flip_rate.is_some() && r.instability.is_some()))
             })
         })
     });
@@ -69,8 +69,8 @@ fn summarise(rows: &[StabilityRow]) -> Vec<Summary> {
                 fn(&StabilityRow) -> f64,
             ) = (
                 |r| r.mtv,
-                |r| r.flip_rate.unwrap(),
-                |r| r.instability.unwrap(),
+                |r| r.flip_rate.unwrap_or(f64::NAN),
+                |r| r.instability.unwrap_or(f64::NAN),
             );
             Summary {
                 tasks: rs.len(),
@@ -113,6 +113,7 @@ fn main() -> Result<()> {
         "IS lower",
         "forward passes",
     ];
+    let num = |v: f64| if v.is_nan() { "-".to_string() } else { format!("{v:.4}") };
     let cells = |x: &Summary, frac: &dyn Fn(usize) -> String| -> Vec<String> {
         vec![
             x.method.clone(),
@@ -120,11 +121,11 @@ fn main() -> Result<()> {
             format!("{:.3}", x.final_score),
             format!("{:.3}", x.mean_score),
             format!("{:.4}", x.task_mtv),
-            format!("{:.4}", x.example_mtv),
-            format!("{:.4}", x.is),
+            num(x.example_mtv),
+            num(x.is),
             frac(x.lower[0]),
-            frac(x.lower[1]),
-            frac(x.lower[2]),
+            if x.example_mtv.is_nan() { "-".into() } else { frac(x.lower[1]) },
+            if x.is.is_nan() { "-".into() } else { frac(x.lower[2]) },
             x.cost.to_string(),
         ]
     };
@@ -142,7 +143,7 @@ fn main() -> Result<()> {
         .collect();
     let csv_rows: Vec<Vec<String>> = s.iter().map(|x| cells(x, &|c| c.to_string())).collect();
     let mut md = markdown_table(&header, &md_rows);
-    md += &format!("\nMeans over the {n} tasks scored by every method, over the final-stage steps all variants share; \"lower\": tasks on which the measure is below that of single checkpoints. Per-task rows with 95% bootstrap intervals: `{}/analysis/stability.csv`.\n", run.dir.display());
+    md += &format!("\nMeans over the {n} tasks scored by every method, over the final-stage steps all variants share; smoothing: the k-moving average of the single checkpoints' scores (a task-level series, so no example measures); ensemble: mean of option distributions, ensemble_vote: majority vote; \"lower\": tasks on which the measure is below that of single checkpoints. Paired intervals of every difference: `{}/analysis/differences.csv` and Table 3. Per-task rows with 95% bootstrap intervals: `{}/analysis/stability.csv`.\n", run.dir.display(), run.dir.display());
     let csv_header = [
         "method",
         "k",

@@ -1,0 +1,259 @@
+//! The claims of the study as rules that can fail, decided on intervals.
+//!
+//! Each claim names a statistic, the side of a threshold it claims, and where the statistic
+//! comes from; the rule is fixed here, before any data is read. A claim **holds** when its
+//! interval at the family-wise level lies wholly on the claimed side, **does not hold** when it
+//! lies wholly on the other side, and is **inconclusive** otherwise, with the number of examples
+//! per task that would give 80% power for the observed effect. The family is the whole table:
+//! every interval is at level `1 - 0.05 / FAMILY` (Bonferroni), so the chance that any verdict
+//! of the table is wrong in its direction is at most 5%.
+//!
+//! Pooled statistics average over the tasks whose final accuracy is above chance (its 95%
+//! interval excludes chance). Statistics from `analysis report` pool per-task estimates with
+//! their bootstrap standard errors (tasks use disjoint examples, so they are independent);
+//! differences between methods come pooled from `analysis compare` (a stratified paired
+//! bootstrap). A claim over "every metric" (acc, acc_norm, gold log-prob, margin) holds only if
+//! it holds on each, and does not hold if it fails on any.
+
+use serde::Serialize;
+
+use crate::compare::DifferenceRow;
+use crate::continuous::Metric;
+use crate::power::{n_for_power, z};
+use crate::trend::Slope;
+use crate::TaskMetrics;
+
+/// Claims in the table: the Bonferroni family.
+pub const FAMILY: usize = 13;
+/// Level of every claim's interval.
+pub const FAMILY_LEVEL: f64 = 1.0 - 0.05 / FAMILY as f64;
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Verdict {
+    Holds,
+    DoesNotHold,
+    Inconclusive,
+}
+
+impl Verdict {
+    pub fn label(self) -> &'static str {
+        match self {
+            Verdict::Holds => "holds",
+            Verdict::DoesNotHold => "does not hold",
+            Verdict::Inconclusive => "inconclusive",
+        }
+    }
+}
+
+/// Which side of the threshold a claim says the statistic lies on.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+pub enum Side {
+    Above,
+    Below,
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct Claim {
+    pub id: &'static str,
+    pub claim: &'static str,
+    /// the rule in words: statistic, side, threshold
+    pub rule: String,
+    pub estimate: f64,
+    pub ci_low: f64,
+    pub ci_high: f64,
+    pub verdict: Verdict,
+    /// examples per task for 80% power at the observed effect (inconclusive claims)
+    pub n_needed: Option<u64>,
+    /// what else the verdict rests on (per-metric verdicts, tasks pooled)
+    pub detail: String,
+    pub command: &'static str,
+}
+
+/// One decided statistic.
+#[derive(Debug, Clone)]
+pub struct Decided {
+    pub estimate: f64,
+    pub low: f64,
+    pub high: f64,
+    pub verdict: Verdict,
+    pub n_needed: Option<u64>,
+}
+
+/// Decides `estimate` (with its interval) against `threshold` on `side`; `se` and `n` give the
+/// examples per task needed for 80% power when inconclusive.
+pub fn decide(estimate: f64, low: f64, high: f64, side: Side, threshold: f64, se: f64, n: usize) -> Decided {
+    let verdict = match side {
+        Side::Above if low > threshold => Verdict::Holds,
+        Side::Above if high < threshold => Verdict::DoesNotHold,
+        Side::Below if high < threshold => Verdict::Holds,
+        Side::Below if low > threshold => Verdict::DoesNotHold,
+        _ => Verdict::Inconclusive,
+    };
+    let n_needed = (verdict == Verdict::Inconclusive).then(|| n_for_power(estimate - threshold, se, n.max(1), 1.0 - FAMILY_LEVEL, 0.8)).flatten();
+    Decided { estimate, low, high, verdict, n_needed }
+}
+
+/// Pools independent per-task estimates with standard errors: mean, and a normal interval at
+/// the family level.
+pub fn pool(values: &[(f64, f64)]) -> Option<(f64, f64, f64, f64)> {
+    if values.is_empty() || values.iter().any(|(v, s)| !v.is_finite() || !s.is_finite()) {
+        return None;
+    }
+    let t = values.len() as f64;
+    let est = values.iter().map(|v| v.0).sum::<f64>() / t;
+    let se = values.iter().map(|v| v.1 * v.1).sum::<f64>().sqrt() / t;
+    let h = z(1.0 - (1.0 - FAMILY_LEVEL) / 2.0) * se;
+    Some((est, est - h, est + h, se))
+}
+
+/// Combines per-metric decisions: holds if all hold, does not hold if any fails.
+fn combine(ds: &[(Metric, Decided)]) -> Verdict {
+    if !ds.is_empty() && ds.iter().all(|d| d.1.verdict == Verdict::Holds) {
+        Verdict::Holds
+    } else if ds.iter().any(|d| d.1.verdict == Verdict::DoesNotHold) {
+        Verdict::DoesNotHold
+    } else {
+        Verdict::Inconclusive
+    }
+}
+
+fn metric_list(ds: &[(Metric, Decided)]) -> String {
+    ds.iter().map(|(m, d)| format!("{} {:+.4} [{:+.4}, {:+.4}] {}", m.name(), d.estimate, d.low, d.high, d.verdict.label())).collect::<Vec<_>>().join("; ")
+}
+
+/// The tasks the pooled claims use: final accuracy above chance.
+pub fn headline_tasks(tm: &[TaskMetrics]) -> Vec<String> {
+    let mut t: Vec<String> = tm.iter().filter(|m| m.window == "final" && m.metric == "acc" && m.above_chance == Some(true)).map(|m| m.task.clone()).collect();
+    t.sort();
+    t.dedup();
+    t
+}
+
+fn rows<'a>(tm: &'a [TaskMetrics], tasks: &[String], window: &str) -> Vec<&'a TaskMetrics> {
+    tasks.iter().filter_map(|t| tm.iter().find(|m| &m.task == t && m.window == window && m.metric == "acc")).collect()
+}
+
+fn claim_from(id: &'static str, claim: &'static str, rule: String, d: Decided, detail: String, command: &'static str) -> Claim {
+    Claim { id, claim, rule, estimate: d.estimate, ci_low: d.low, ci_high: d.high, verdict: d.verdict, n_needed: d.n_needed, detail, command }
+}
+
+fn from_pool(values: &[(f64, f64)], side: Side, threshold: f64, n: usize) -> Decided {
+    match pool(values) {
+        Some((e, lo, hi, se)) => decide(e, lo, hi, side, threshold, se, n),
+        None => Decided { estimate: f64::NAN, low: f64::NAN, high: f64::NAN, verdict: Verdict::Inconclusive, n_needed: None },
+    }
+}
+
+fn pooled_diff<'a>(diffs: &'a [DifferenceRow], metric: Metric, stat: &str, method: &str, k: usize, baseline: &str, baseline_k: usize) -> Option<&'a DifferenceRow> {
+    diffs.iter().find(|d| d.task == "pooled" && d.metric == metric.name() && d.statistic == stat && d.method == method && d.k == k && d.baseline == baseline && d.baseline_k == baseline_k)
+}
+
+fn from_diff(d: Option<&DifferenceRow>, side: Side) -> Option<Decided> {
+    let d = d?;
+    Some(decide(d.estimate, d.ci_low_family, d.ci_high_family, side, 0.0, d.se, d.examples / d.tasks.max(1)))
+}
+
+/// A claim on paired differences over several metrics (and optionally the flip rate).
+#[allow(clippy::too_many_arguments)]
+fn diff_claim(id: &'static str, claim: &'static str, diffs: &[DifferenceRow], stat: &str, metrics: &[Metric], method: &str, k: usize, baseline: &str, baseline_k: usize, side: Side, command: &'static str) -> Claim {
+    let ds: Vec<(Metric, Decided)> = metrics.iter().filter_map(|&m| Some((m, from_diff(pooled_diff(diffs, m, stat, method, k, baseline, baseline_k), side)?))).collect();
+    let verdict = if ds.len() < metrics.len() { Verdict::Inconclusive } else { combine(&ds) };
+    let head = ds.first().map(|d| d.1.clone()).unwrap_or(Decided { estimate: f64::NAN, low: f64::NAN, high: f64::NAN, verdict, n_needed: None });
+    let tasks = pooled_diff(diffs, metrics[0], stat, method, k, baseline, baseline_k).map_or(0, |d| d.tasks);
+    let rel = if side == Side::Below { "<" } else { ">" };
+    let n_needed = ds.iter().filter_map(|d| d.1.n_needed).max();
+    Claim {
+        id,
+        claim,
+        rule: format!("{stat}({method} k={k}) - {stat}({baseline} k={baseline_k}) {rel} 0 on {}, pooled over {tasks} tasks", metrics.iter().map(|m| m.name()).collect::<Vec<_>>().join(", ")),
+        estimate: head.estimate,
+        ci_low: head.low,
+        ci_high: head.high,
+        verdict,
+        n_needed: (verdict == Verdict::Inconclusive).then_some(n_needed).flatten(),
+        detail: metric_list(&ds),
+        command,
+    }
+}
+
+/// Every claim of the table. `k` is the largest window both averaging and ensembling have,
+/// `k_small` the smallest ensembling window, `size` the pooled Pythia size slope.
+pub fn claims(tm: &[TaskMetrics], diffs: &[DifferenceRow], k: usize, k_small: usize, size: Option<&Slope>, size_range: (f64, f64)) -> Vec<Claim> {
+    let tasks = headline_tasks(tm);
+    let (fin, all) = (rows(tm, &tasks, "final"), rows(tm, &tasks, "all"));
+    let n = fin.iter().filter_map(|m| m.examples).min().unwrap_or(0);
+    let detail = format!("{} tasks above chance: {}", tasks.len(), tasks.join(", "));
+    let mut out = vec![];
+
+    let v: Vec<(f64, f64)> = fin.iter().filter_map(|m| Some((m.mtv_bias_corrected? - m.null_mtv?, m.mtv_se?))).collect();
+    out.push(claim_from("C1", "Task-level scores fluctuate beyond evaluation noise late in training", "final 20%, acc: bias-corrected MTV - MTV of the paired sign-flip null > 0, pooled".into(), from_pool(&v, Side::Above, 0.0, n), detail.clone(), "just figure fig1_scores"));
+
+    let v: Vec<(f64, f64)> = all.iter().filter_map(|m| { let f = m.mean_flip_rate.filter(|f| *f > 0.0)?; Some((m.mtv / f, m.mtv_se? / f)) }).collect();
+    out.push(claim_from("C2", "Gains and losses of different examples cancel: task-level MTV is less than half the example flip rate", "all checkpoints, acc: task MTV / mean example flip rate < 0.5, pooled".into(), from_pool(&v, Side::Below, 0.5, n), detail.clone(), "just figure fig3_flip_rates"));
+
+    let v: Vec<(f64, f64)> = tasks.iter().filter_map(|t| {
+        let f = fin.iter().find(|m| &m.task == t)?;
+        let a = all.iter().find(|m| &m.task == t)?.mean_flip_rate.filter(|a| *a > 0.0)?;
+        Some((f.mean_flip_rate? / a, f.flip_rate_se? / a))
+    }).collect();
+    out.push(claim_from("C3", "Example-level fluctuation persists to the end of training", "acc: flip rate of the final 20% / flip rate over all checkpoints > 0.5, pooled".into(), from_pool(&v, Side::Above, 0.5, n), detail.clone(), "just figure fig2_example_heatmap"));
+
+    let v: Vec<(f64, f64)> = all.iter().filter_map(|m| Some((m.selection_optimism?, m.selection_optimism_se?))).collect();
+    out.push(claim_from("C4", "Picking the best checkpoint by its score overstates how good it is", "all checkpoints, acc: selection optimism (score on the half it was picked on - score on the other half, 200 stratified splits) > 0, pooled".into(), from_pool(&v, Side::Above, 0.0, n), detail.clone(), "target/release/analysis report runs/default"));
+
+    let every = &Metric::CLAIMS;
+    out.push(diff_claim("C5", "Checkpoint averaging lowers task-level fluctuation (MTV) on every metric", diffs, "mtv", every, "average", k, "single", 1, Side::Below, "just figure fig4_integration"));
+    out.push(diff_claim("C6", "Checkpoint ensembling lowers task-level fluctuation (MTV) on every metric", diffs, "mtv", every, "ensemble", k, "single", 1, Side::Below, "just figure fig4_integration"));
+    out.push(diff_claim("C7", "Averaging lowers MTV more than the smoothing baseline (k-moving average of single scores)", diffs, "mtv", every, "average", k, "smoothing", k, Side::Below, "just figure fig4_integration"));
+    out.push(diff_claim("C8", "Ensembling lowers MTV more than the smoothing baseline", diffs, "mtv", every, "ensemble", k, "smoothing", k, Side::Below, "just figure fig4_integration"));
+    out.push(diff_claim("C9", "Averaging and ensembling lower example-level fluctuation (flip rate)", diffs, "flip_rate", &[Metric::Acc, Metric::AccNorm], "average", k, "single", 1, Side::Below, "just figure table2_stability"));
+    out.push(diff_claim("C10", "Larger windows lower fluctuation further (ensembling, largest vs smallest k)", diffs, "mtv", every, "ensemble", k, "ensemble", k_small, Side::Below, "just figure fig5_window_size"));
+    out.push(diff_claim("C11", "Ensembling stabilises examples more than averaging (at k times the inference cost)", diffs, "flip_rate", &[Metric::Acc, Metric::AccNorm], "ensemble", k, "average", k, Side::Below, "just figure table2_stability"));
+    out.push(diff_claim("C12", "Averaging raises the mean score too", diffs, "mean_score", &[Metric::Acc, Metric::AccNorm], "average", k, "single", 1, Side::Above, "just figure table1_main_results"));
+
+    // the size claim: MTV at the largest size is at least half of that at the smallest
+    let threshold = 0.5f64.ln() / (size_range.1 / size_range.0).ln();
+    let d = match size {
+        Some(s) => {
+            let h = (s.ci_high - s.ci_low) / 2.0;
+            let zl = z(1.0 - (1.0 - s.level) / 2.0);
+            let zf = z(1.0 - (1.0 - FAMILY_LEVEL) / 2.0);
+            let se = h / zl;
+            decide(s.slope, s.slope - zf * se, s.slope + zf * se, Side::Above, threshold, se, s.points)
+        }
+        None => Decided { estimate: f64::NAN, low: f64::NAN, high: f64::NAN, verdict: Verdict::Inconclusive, n_needed: None },
+    };
+    out.push(claim_from("C13", "The fluctuation does not vanish with model size (Pythia 70M to 12B)", format!("pooled slope of ln(final-20% task MTV) on ln(parameters) > {threshold:.3} (the largest size keeps at least half the smallest's MTV)"), d, size.map_or(String::new(), |s| format!("{} points, t interval widened to the family level", s.points)), "just figure fig7_pythia"));
+    out.iter_mut().filter(|c| c.id == "C13").for_each(|c| c.n_needed = None);
+    debug_assert_eq!(out.len(), FAMILY);
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn verdicts_follow_the_interval() {
+        assert_eq!(decide(0.3, 0.1, 0.5, Side::Above, 0.0, 0.1, 100).verdict, Verdict::Holds);
+        assert_eq!(decide(-0.3, -0.5, -0.1, Side::Above, 0.0, 0.1, 100).verdict, Verdict::DoesNotHold);
+        let d = decide(0.1, -0.1, 0.3, Side::Above, 0.0, 0.1, 100);
+        assert_eq!(d.verdict, Verdict::Inconclusive);
+        // effect 0.1 at se 0.1 (n = 100): needs about ((z_.998 + z_.8) * 1)^2 * 100 examples
+        let n = d.n_needed.unwrap();
+        assert!((1300..1700).contains(&n), "{n}");
+        assert_eq!(decide(-0.3, -0.5, -0.1, Side::Below, 0.0, 0.1, 100).verdict, Verdict::Holds);
+        assert_eq!(decide(0.6, 0.55, 0.7, Side::Below, 0.5, 0.1, 100).verdict, Verdict::DoesNotHold);
+    }
+
+    #[test]
+    fn pooling_shrinks_the_interval_with_more_tasks() {
+        let (e1, lo1, hi1, _) = pool(&[(0.1, 0.05)]).unwrap();
+        let (e4, lo4, hi4, se4) = pool(&[(0.1, 0.05); 4]).unwrap();
+        assert_eq!((e1, e4), (0.1, 0.1));
+        assert!((se4 - 0.025).abs() < 1e-12);
+        assert!((hi4 - lo4) * 2.0 - (hi1 - lo1) < 1e-12);
+        assert!(pool(&[]).is_none());
+    }
+}

@@ -1,0 +1,132 @@
+//! Per-example metrics derived from the stored option log-likelihoods, beside 0/1 accuracy.
+//!
+//! Every example row keeps each option's summed log-likelihood, and its length in characters,
+//! tokens and UTF-8 bytes, so these are derived offline, for any checkpoint, average or ensemble:
+//! - `acc`, `acc_norm`: 0/1 correctness (lm-evaluation-harness's definitions);
+//! - `gold_logprob`: the gold continuation's summed log-likelihood (nats);
+//! - `gold_prob`: the gold option's probability normalised over the options,
+//!   `exp(ll_gold) / sum_j exp(ll_j)` (multiple choice only);
+//! - `margin`: `ll_gold - max_{j != gold} ll_j` (multiple choice only; > 0 iff `acc` is right
+//!   apart from ties);
+//! - `bits_per_byte`: `-ll_gold / (ln 2 * bytes_gold)` (lower is better; needs byte counts,
+//!   which tables of version 1 lack).
+//!
+//! Continuous metrics move when a model grows more or less sure of an answer without the
+//! decision changing, so their fluctuation is measured with far less evaluation noise than
+//! accuracy's.
+
+use records::ExampleRecord;
+use serde::{Deserialize, Serialize};
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Metric {
+    Acc,
+    AccNorm,
+    GoldLogprob,
+    GoldProb,
+    Margin,
+    BitsPerByte,
+}
+
+impl Metric {
+    pub const ALL: [Metric; 6] = [Metric::Acc, Metric::AccNorm, Metric::GoldLogprob, Metric::GoldProb, Metric::Margin, Metric::BitsPerByte];
+    /// The metrics the claims are checked on ("every metric" of the claims table).
+    pub const CLAIMS: [Metric; 4] = [Metric::Acc, Metric::AccNorm, Metric::GoldLogprob, Metric::Margin];
+
+    pub fn name(self) -> &'static str {
+        match self {
+            Metric::Acc => "acc",
+            Metric::AccNorm => "acc_norm",
+            Metric::GoldLogprob => "gold_logprob",
+            Metric::GoldProb => "gold_prob",
+            Metric::Margin => "margin",
+            Metric::BitsPerByte => "bits_per_byte",
+        }
+    }
+
+    pub fn parse(s: &str) -> Option<Metric> {
+        Metric::ALL.into_iter().find(|m| m.name() == s)
+    }
+
+    /// 0/1 per example (the sign-flip null then has its exact McNemar form).
+    pub fn is_binary(self) -> bool {
+        matches!(self, Metric::Acc | Metric::AccNorm)
+    }
+
+    /// The metric's value on one example row, `None` where it is not defined (one option for
+    /// `gold_prob` and `margin`; no byte count for `bits_per_byte`).
+    pub fn value(self, r: &ExampleRecord) -> Option<f64> {
+        let g = r.gold as usize;
+        let ll = &r.logliks;
+        match self {
+            Metric::Acc => Some(f64::from(u8::from(r.correct))),
+            Metric::AccNorm => Some(f64::from(u8::from(r.correct_norm))),
+            Metric::GoldLogprob => ll.get(g).copied(),
+            Metric::GoldProb if ll.len() > 1 => {
+                let max = ll.iter().cloned().fold(f64::NEG_INFINITY, f64::max);
+                let z: f64 = ll.iter().map(|l| (l - max).exp()).sum();
+                Some((ll[g] - max).exp() / z)
+            }
+            Metric::Margin if ll.len() > 1 => {
+                let other = ll.iter().enumerate().filter(|(j, _)| *j != g).map(|(_, l)| *l).fold(f64::NEG_INFINITY, f64::max);
+                Some(ll[g] - other)
+            }
+            Metric::BitsPerByte => match r.lengths_bytes.get(g) {
+                Some(&b) if b > 0 => Some(-ll[g] / (std::f64::consts::LN_2 * b as f64)),
+                _ => None,
+            },
+            Metric::GoldProb | Metric::Margin => None,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn row(logliks: Vec<f64>, gold: u32, bytes: Vec<u32>) -> ExampleRecord {
+        let n = logliks.len();
+        let pred = records::argmax(&logliks) as u32;
+        ExampleRecord {
+            step: 0,
+            task: "t".into(),
+            example_id: "t/0".into(),
+            gold,
+            predicted: pred,
+            predicted_norm: pred,
+            correct: pred == gold,
+            correct_norm: pred == gold,
+            logliks,
+            lengths_chars: vec![1; n],
+            lengths_tokens: vec![1; n],
+            lengths_bytes: bytes,
+            gold_is_greedy: false,
+            output: pred.to_string(),
+        }
+    }
+
+    #[test]
+    fn hand_worked_values() {
+        // ln 2, ln 1, ln 1: probabilities 2/4, 1/4, 1/4
+        let r = row(vec![2f64.ln() - 5.0, -5.0, -5.0], 0, vec![4, 5, 6]);
+        assert_eq!(Metric::Acc.value(&r), Some(1.0));
+        assert!((Metric::GoldProb.value(&r).unwrap() - 0.5).abs() < 1e-12);
+        assert!((Metric::Margin.value(&r).unwrap() - 2f64.ln()).abs() < 1e-12);
+        assert!((Metric::GoldLogprob.value(&r).unwrap() - (2f64.ln() - 5.0)).abs() < 1e-12);
+        // -ll / (ln 2 * bytes): 5 - ln 2 nats over 4 bytes
+        assert!((Metric::BitsPerByte.value(&r).unwrap() - (5.0 - 2f64.ln()) / (2f64.ln() * 4.0)).abs() < 1e-12);
+        let wrong = row(vec![-3.0, -1.0], 0, vec![]);
+        assert_eq!(Metric::Acc.value(&wrong), Some(0.0));
+        assert!((Metric::Margin.value(&wrong).unwrap() + 2.0).abs() < 1e-12);
+        assert_eq!(Metric::BitsPerByte.value(&wrong), None, "no byte counts (table version 1)");
+        let cloze = row(vec![-3.0], 0, vec![3]);
+        assert_eq!((Metric::GoldProb.value(&cloze), Metric::Margin.value(&cloze)), (None, None));
+        // very negative log-likelihoods do not underflow the normalised probability
+        let far = row(vec![-2000.0, -2001.0], 0, vec![1, 1]);
+        assert!((Metric::GoldProb.value(&far).unwrap() - 1.0 / (1.0 + (-1f64).exp())).abs() < 1e-12);
+        for m in Metric::ALL {
+            assert_eq!(Metric::parse(m.name()), Some(m));
+        }
+    }
+}

@@ -1,0 +1,708 @@
+//! Noise nulls for the task MTV of a checkpoint trail.
+//!
+//! Every checkpoint is scored on the same examples, so consecutive scores are paired. The null of
+//! "no real change between t and t+1" is that each example's difference `x[t+1,i] - x[t,i]` is
+//! symmetric about 0: [`sign_flip_null`] keeps each difference's magnitude and gives it a fair
+//! sign (for 0/1 data: each discordant example's direction is a fair coin, exact McNemar per
+//! transition). [`independent_binomial_bound`] is the old figure that simulates each score
+//! independently; it overstates noise and is kept only for trails without per-example data, as
+//! a conservative upper bound on noise.
+
+use ndarray::ArrayView2;
+use rand::{Rng, RngCore, SeedableRng};
+use rand_chacha::ChaCha8Rng;
+use rayon::prelude::*;
+use statrs::distribution::{Binomial, DiscreteCDF};
+
+/// Two-sided exact McNemar p-value for b (right->wrong) and c (wrong->right) discordant pairs:
+/// min(1, 2 * P(X <= min(b, c))), X ~ Binomial(b + c, 1/2); 1.0 when b + c == 0. Use statrs.
+pub fn mcnemar_exact(b: u64, c: u64) -> f64 {
+    let n = b + c;
+    if n == 0 {
+        return 1.0;
+    }
+    let tail = Binomial::new(0.5, n).expect("p = 1/2 is a valid binomial parameter").cdf(b.min(c));
+    (2.0 * tail).min(1.0)
+}
+
+/// Benjamini-Hochberg at false-discovery rate q: which hypotheses are rejected (same order as p).
+///
+/// Step-up: with the p-values sorted, p_(1) <= ... <= p_(m), the k smallest are rejected for the
+/// largest k with p_(k) <= k q / m (none if there is no such k). A NaN p-value counts in m and is
+/// never rejected.
+pub fn benjamini_hochberg(p: &[f64], q: f64) -> Vec<bool> {
+    let m = p.len();
+    let key = |x: f64| if x.is_nan() { f64::INFINITY } else { x };
+    let mut order: Vec<usize> = (0..m).collect();
+    order.sort_by(|&a, &b| key(p[a]).total_cmp(&key(p[b])));
+    let mut k = 0;
+    for (rank, &i) in order.iter().enumerate() {
+        if key(p[i]) <= (rank + 1) as f64 * q / m as f64 {
+            k = rank + 1;
+        }
+    }
+    let mut rejected = vec![false; m];
+    for &i in &order[..k] {
+        rejected[i] = true;
+    }
+    rejected
+}
+
+/// Below this k, `C(2k, k) / 4^k` is the product of its ratio recurrence; from it on, the
+/// asymptotic series (whose first omitted term is below 1e-18 relative there).
+const SERIES_FROM: u64 = 1024;
+
+/// `C(2k, k) / 4^k`, the probability that 2k fair signs sum to 0.
+///
+/// For k < [`SERIES_FROM`]: the product of `(2j - 1) / (2j)` for j = 1..=k (each step the ratio of
+/// consecutive terms; no overflow, relative error about k ulps). From it on:
+/// `(pi k)^(-1/2) (1 - 1/(8k) + 1/(128k^2) + 5/(1024k^3) - 21/(32768k^4))`.
+fn central_binomial_over_4k(k: u64) -> f64 {
+    if k < SERIES_FROM {
+        (1..=k).fold(1.0, |acc, j| acc * (2 * j - 1) as f64 / (2 * j) as f64)
+    } else {
+        let x = 1.0 / k as f64;
+        let series = 1.0 + x * (-1.0 / 8.0 + x * (1.0 / 128.0 + x * (5.0 / 1024.0 + x * (-21.0 / 32768.0))));
+        series / (std::f64::consts::PI * k as f64).sqrt()
+    }
+}
+
+/// E|S_d| where S_d is the sum of d independent fair +-1 signs (closed form:
+/// d * C(d-1, floor((d-1)/2)) / 2^(d-1), 0 for d = 0), computed stably for d up to 10^6 (log-gamma or a ratio recurrence).
+///
+/// With m = d - 1 and k = floor(m / 2): `C(m, k) / 2^m` is `C(2k, k) / 4^k` for even m and
+/// `C(2k, k) / 4^k * (2k + 1) / (2k + 2)` for odd m (see `central_binomial_over_4k`).
+pub fn expected_abs_sign_sum(d: u64) -> f64 {
+    if d == 0 {
+        return 0.0;
+    }
+    let m = d - 1;
+    let k = m / 2;
+    let mut central = central_binomial_over_4k(k);
+    if m % 2 == 1 {
+        central *= (2 * k + 1) as f64 / (2 * k + 2) as f64;
+    }
+    d as f64 * central
+}
+
+#[derive(Debug, Clone, PartialEq, serde::Serialize)]
+pub struct PairedNull {
+    pub observed_mtv: f64,
+    /// mean MTV under the sign-flip null (exact, from expected_abs_sign_sum, for 0/1 data; the mean of the draws otherwise)
+    pub null_mean: f64,
+    /// 95th percentile of the null draws of MTV (linear interpolation between order statistics)
+    pub null_q95: f64,
+    /// observed_mtv / null_mean (1 = noise alone)
+    pub ratio: f64,
+    /// trail-level p = (1 + #{null MTV >= observed}) / (1 + draws)
+    pub p_value: f64,
+    pub draws: usize,
+    pub transitions: usize,
+    /// transitions significant after Benjamini-Hochberg at q = 0.05 (per-transition p: exact McNemar for 0/1 data; for other data the sign-flip p of |s_{t+1}-s_t| from the same draws)
+    pub significant_transitions: usize,
+    pub share_significant: f64,
+}
+
+/// False-discovery rate at which transitions are counted significant.
+const TRANSITION_FDR: f64 = 0.05;
+
+/// In the general path a null statistic counts as `>=` the observed one when it is at least
+/// `observed * (1 - TIE_TOLERANCE)`: sign vectors that tie mathematically may differ by rounding,
+/// and a near-tie counted as an exceedance makes the p-value conservative, never liberal.
+const TIE_TOLERANCE: f64 = 1e-10;
+
+/// The paired sign-flip permutation null of a trail's task MTV. values: shape (T checkpoints, n examples), rows in step order.
+/// Under H0 each d[t,i] keeps its magnitude and gets an independent fair sign. None if T < 2 or n == 0.
+/// 0/1 fast path: per transition only D_t = #discordant matters: draw b ~ Binomial(D_t, 1/2) and |2b - D_t| / n.
+/// Draws run in parallel with rayon and are seeded per draw index (e.g. ChaCha8Rng::seed_from_u64(seed) with set_stream(draw)),
+/// so the result does NOT depend on the number of threads. draws >= 2000 is the caller's default.
+///
+/// Also None if `draws == 0` or any value is not finite. Data whose values are all exactly 0 or 1
+/// take the fast path; any other data the general one (signs drawn for every nonzero difference).
+/// Signs are independent across transitions too, although consecutive differences share a
+/// checkpoint: under pure example churn at constant accuracy (consecutive score changes then
+/// correlated -1/2) the null understates the MTV's spread, and the trail-level test rejects about
+/// 8% of trails at nominal 5% (measured in tests/simulations.rs); the null mean stays exact.
+pub fn sign_flip_null(values: ndarray::ArrayView2<f64>, draws: usize, seed: u64) -> Option<PairedNull> {
+    sign_flip_null_impl(values, draws, seed, true)
+}
+
+/// [`sign_flip_null`], with the 0/1 fast path allowed or not (tests force the general path).
+fn sign_flip_null_impl(values: ArrayView2<f64>, draws: usize, seed: u64, allow_fast: bool) -> Option<PairedNull> {
+    let (t_len, n) = values.dim();
+    if t_len < 2 || n == 0 || draws == 0 || values.iter().any(|v| !v.is_finite()) {
+        return None;
+    }
+    let scores: Vec<f64> = values.rows().into_iter().map(|r| r.sum() / n as f64).collect();
+    let observed_mtv = theory::sequence::mtv(&scores)?;
+    let binary = values.iter().all(|&v| v == 0.0 || v == 1.0);
+    let (null_mean, mut null_mtvs, trail_exceed, transition_p) =
+        if binary && allow_fast { binary_null(values, draws, seed) } else { general_null(values, draws, seed) };
+    null_mtvs.sort_by(f64::total_cmp);
+    let null_mean = null_mean.unwrap_or_else(|| null_mtvs.iter().sum::<f64>() / draws as f64);
+    let transitions = t_len - 1;
+    let significant_transitions = benjamini_hochberg(&transition_p, TRANSITION_FDR).into_iter().filter(|&r| r).count();
+    Some(PairedNull {
+        observed_mtv,
+        null_mean,
+        null_q95: quantile_sorted(&null_mtvs, 0.95),
+        ratio: observed_mtv / null_mean,
+        p_value: (1 + trail_exceed) as f64 / (1 + draws) as f64,
+        draws,
+        transitions,
+        significant_transitions,
+        share_significant: significant_transitions as f64 / transitions as f64,
+    })
+}
+
+/// What the draws give: the exact null mean where known, the null MTVs (any order), how many are
+/// >= the observed MTV, and the per-transition p-values.
+type NullDraws = (Option<f64>, Vec<f64>, u64, Vec<f64>);
+
+/// The generator of draw `k`: one seed for the trail, one ChaCha stream per draw index.
+fn draw_rng(seed: u64, k: usize) -> ChaCha8Rng {
+    let mut rng = ChaCha8Rng::seed_from_u64(seed);
+    rng.set_stream(k as u64);
+    rng
+}
+
+/// Binomial(d, 1/2), exactly: the number of ones among d fair random bits.
+fn fair_binomial(rng: &mut ChaCha8Rng, d: u64) -> u64 {
+    let mut ones = 0u64;
+    let mut left = d;
+    while left >= 64 {
+        ones += u64::from(rng.next_u64().count_ones());
+        left -= 64;
+    }
+    if left > 0 {
+        ones += u64::from((rng.next_u64() & ((1u64 << left) - 1)).count_ones());
+    }
+    ones
+}
+
+/// Per-thread tally of the draws (integer counts, so the merge order does not matter).
+#[derive(Default)]
+struct Tally {
+    mtvs: Vec<f64>,
+    trail_exceed: u64,
+    transition_exceed: Vec<u64>,
+}
+
+impl Tally {
+    fn merge(mut self, other: Tally) -> Tally {
+        self.mtvs.extend(other.mtvs);
+        self.trail_exceed += other.trail_exceed;
+        if self.transition_exceed.is_empty() {
+            self.transition_exceed = other.transition_exceed;
+        } else {
+            for (a, b) in self.transition_exceed.iter_mut().zip(other.transition_exceed) {
+                *a += b;
+            }
+        }
+        self
+    }
+}
+
+/// 0/1 data: per transition b_t (right->wrong), c_t (wrong->right), D_t = b_t + c_t. A draw is
+/// `sum_t |2 B_t - D_t|` with B_t ~ Binomial(D_t, 1/2), compared in integers with the observed
+/// `sum_t |c_t - b_t|`; the null mean is exact; per-transition p is exact McNemar.
+fn binary_null(values: ArrayView2<f64>, draws: usize, seed: u64) -> NullDraws {
+    let (t_len, n) = values.dim();
+    let transitions = t_len - 1;
+    let (mut b, mut c) = (vec![0u64; transitions], vec![0u64; transitions]);
+    for t in 0..transitions {
+        for (&x0, &x1) in values.row(t).iter().zip(values.row(t + 1).iter()) {
+            if x0 == 1.0 && x1 == 0.0 {
+                b[t] += 1;
+            } else if x0 == 0.0 && x1 == 1.0 {
+                c[t] += 1;
+            }
+        }
+    }
+    let discordant: Vec<u64> = b.iter().zip(&c).map(|(b, c)| b + c).collect();
+    let observed: u64 = b.iter().zip(&c).map(|(&b, &c)| b.abs_diff(c)).sum();
+    let scale = 1.0 / (n as f64 * transitions as f64);
+    let tally = (0..draws)
+        .into_par_iter()
+        .fold(Tally::default, |mut tally, k| {
+            let mut rng = draw_rng(seed, k);
+            let total: u64 = discordant.iter().map(|&d| (2 * fair_binomial(&mut rng, d)).abs_diff(d)).sum();
+            tally.mtvs.push(total as f64 * scale);
+            tally.trail_exceed += u64::from(total >= observed);
+            tally
+        })
+        .reduce(Tally::default, Tally::merge);
+    let exact_mean = discordant.iter().map(|&d| expected_abs_sign_sum(d)).sum::<f64>() * scale;
+    let transition_p = b.iter().zip(&c).map(|(&b, &c)| mcnemar_exact(b, c)).collect();
+    (Some(exact_mean), tally.mtvs, tally.trail_exceed, transition_p)
+}
+
+/// Any real data: per transition the nonzero differences d[t,i]; a draw gives each a fair sign
+/// (one random bit each) and takes `mean_t |sum_i sign_i d[t,i]| / n`. Per-transition p is the
+/// sign-flip p of `|s_{t+1} - s_t|` from the same draws.
+fn general_null(values: ArrayView2<f64>, draws: usize, seed: u64) -> NullDraws {
+    let (t_len, n) = values.dim();
+    let transitions = t_len - 1;
+    let diffs: Vec<Vec<f64>> = (0..transitions)
+        .map(|t| values.row(t + 1).iter().zip(values.row(t).iter()).map(|(x1, x0)| x1 - x0).filter(|&d| d != 0.0).collect())
+        .collect();
+    // the observed statistics, summed exactly as a draw with every sign + is
+    let observed_abs: Vec<f64> = diffs.iter().map(|d| d.iter().sum::<f64>().abs()).collect();
+    let observed_total: f64 = observed_abs.iter().sum();
+    let scale = 1.0 / (n as f64 * transitions as f64);
+    let tally = (0..draws)
+        .into_par_iter()
+        .fold(
+            || Tally { transition_exceed: vec![0; transitions], ..Tally::default() },
+            |mut tally, k| {
+                let mut rng = draw_rng(seed, k);
+                let mut total = 0.0;
+                for (t, d) in diffs.iter().enumerate() {
+                    let mut sum = 0.0;
+                    for chunk in d.chunks(64) {
+                        let bits = rng.next_u64();
+                        for (j, &v) in chunk.iter().enumerate() {
+                            sum += if (bits >> j) & 1 == 1 { v } else { -v };
+                        }
+                    }
+                    let abs = sum.abs();
+                    tally.transition_exceed[t] += u64::from(abs >= observed_abs[t] * (1.0 - TIE_TOLERANCE));
+                    total += abs;
+                }
+                tally.mtvs.push(total * scale);
+                tally.trail_exceed += u64::from(total >= observed_total * (1.0 - TIE_TOLERANCE));
+                tally
+            },
+        )
+        .reduce(Tally::default, Tally::merge);
+    let transition_p = tally.transition_exceed.iter().map(|&e| (1 + e) as f64 / (1 + draws) as f64).collect();
+    (None, tally.mtvs, tally.trail_exceed, transition_p)
+}
+
+/// Quantile `q` of ascending `sorted` by linear interpolation between order statistics
+/// (position `q (N - 1)`, Hyndman-Fan type 7); NaN when empty.
+fn quantile_sorted(sorted: &[f64], q: f64) -> f64 {
+    match sorted.len() {
+        0 => f64::NAN,
+        len => {
+            let h = q * (len - 1) as f64;
+            let lo = h.floor() as usize;
+            let hi = (lo + 1).min(len - 1);
+            sorted[lo] + (h - lo as f64) * (sorted[hi] - sorted[lo])
+        }
+    }
+}
+
+/// The old independent-binomial figure for a trail without per-example data.
+#[derive(Debug, Clone, PartialEq, serde::Serialize)]
+pub struct BinomialBound {
+    /// mean simulated MTV of trend + independent noise
+    pub expected_mtv: f64,
+    /// observed MTV / expected_mtv; an upper bound on noise overstates it, so this understates signal
+    pub ratio: f64,
+    /// (1 + #{simulated MTV >= observed}) / (1 + sims)
+    pub p_value: f64,
+}
+
+/// The old independent-binomial noise figure, kept ONLY for trails without per-example data (lm-eval results files),
+/// labelled as a conservative upper bound on noise: s_t = trend_t + e_t, e_t ~ N(0, se_t^2) independent,
+/// trend = least-squares line of scores on steps; returns expected MTV, ratio, simulated p (add-one).
+///
+/// It ignores that consecutive scores share their examples (which cancels most of the noise in
+/// a difference), so it overstates noise: on pure example churn at constant accuracy its ratio
+/// is well below 1. None if the lengths differ, there are fewer than 2 scores, `sims == 0`, or a
+/// value is not finite or a standard error negative.
+pub fn independent_binomial_bound(steps: &[f64], scores: &[f64], stderr: &[f64], sims: usize, seed: u64) -> Option<BinomialBound> {
+    let len = scores.len();
+    if len < 2 || steps.len() != len || stderr.len() != len || sims == 0 {
+        return None;
+    }
+    if steps.iter().chain(scores).chain(stderr).any(|v| !v.is_finite()) || stderr.iter().any(|&s| s < 0.0) {
+        return None;
+    }
+    let observed = theory::sequence::mtv(scores)?;
+    let (intercept, slope) = least_squares_line(steps, scores);
+    let trend: Vec<f64> = steps.iter().map(|&x| intercept + slope * x).collect();
+    let mut rng = ChaCha8Rng::seed_from_u64(seed);
+    let mut normals = NormalPairs::default();
+    let mut simulated = vec![0.0; len];
+    let (mut total, mut exceed) = (0.0, 0u64);
+    for _ in 0..sims {
+        for ((s, &m), &se) in simulated.iter_mut().zip(&trend).zip(stderr) {
+            *s = m + se * normals.next(&mut rng);
+        }
+        let m = theory::sequence::mtv(&simulated)?;
+        total += m;
+        exceed += u64::from(m >= observed);
+    }
+    let expected_mtv = total / sims as f64;
+    Some(BinomialBound { expected_mtv, ratio: observed / expected_mtv, p_value: (1 + exceed) as f64 / (1 + sims) as f64 })
+}
+
+/// Ordinary least squares `y = intercept + slope x`: (intercept, slope). With all x equal the
+/// slope is 0 and the intercept the mean of y.
+fn least_squares_line(x: &[f64], y: &[f64]) -> (f64, f64) {
+    let len = x.len() as f64;
+    let (mx, my) = (x.iter().sum::<f64>() / len, y.iter().sum::<f64>() / len);
+    let sxx: f64 = x.iter().map(|&a| (a - mx) * (a - mx)).sum();
+    let sxy: f64 = x.iter().zip(y).map(|(&a, &b)| (a - mx) * (b - my)).sum();
+    let slope = if sxx > 0.0 { sxy / sxx } else { 0.0 };
+    (my - slope * mx, slope)
+}
+
+/// Standard normal draws by Box-Muller: two uniforms give two independent N(0, 1) values; the
+/// second is kept for the next call.
+#[derive(Default)]
+struct NormalPairs {
+    spare: Option<f64>,
+}
+
+impl NormalPairs {
+    fn next(&mut self, rng: &mut ChaCha8Rng) -> f64 {
+        if let Some(z) = self.spare.take() {
+            return z;
+        }
+        // u1 in (0, 1], so its log is finite
+        let u1 = 1.0 - rng.gen::<f64>();
+        let u2: f64 = rng.gen();
+        let r = (-2.0 * u1.ln()).sqrt();
+        let angle = 2.0 * std::f64::consts::PI * u2;
+        self.spare = Some(r * angle.sin());
+        r * angle.cos()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use ndarray::Array2;
+    use proptest::prelude::*;
+    use rand::Rng;
+    use statrs::distribution::Discrete;
+
+    fn close(a: f64, b: f64, rel: f64) -> bool {
+        (a - b).abs() <= rel * a.abs().max(b.abs()).max(f64::MIN_POSITIVE)
+    }
+
+    #[test]
+    fn mcnemar_hand_worked() {
+        assert_eq!(mcnemar_exact(0, 0), 1.0);
+        assert!(close(mcnemar_exact(0, 5), 0.0625, 1e-12));
+        assert!(close(mcnemar_exact(5, 0), 0.0625, 1e-12));
+        assert_eq!(mcnemar_exact(3, 3), 1.0);
+        // n = 5, P(X <= 1) = 6/32
+        assert!(close(mcnemar_exact(1, 4), 0.375, 1e-12));
+        // n = 10, P(X <= 1) = 11/1024
+        assert!(close(mcnemar_exact(9, 1), 22.0 / 1024.0, 1e-12));
+        // n = 12, P(X <= 2) = (1 + 12 + 66) / 4096
+        assert!(close(mcnemar_exact(2, 10), 2.0 * 79.0 / 4096.0, 1e-12));
+        // statrs's regularized beta is good to about 1e-15 here (P(X <= 0) = 1/2 for n = 1)
+        assert!(close(mcnemar_exact(0, 1), 1.0, 1e-12));
+        for (b, c) in [(0, 7), (4, 9), (13, 2), (100, 140)] {
+            assert_eq!(mcnemar_exact(b, c), mcnemar_exact(c, b));
+        }
+    }
+
+    #[test]
+    fn bh_hand_worked() {
+        // m = 6, thresholds k q / m at q = 0.05: .00833 .01667 .025 .0333 .04167 .05
+        // sorted: 0.001 (ok) 0.008 (ok) 0.039 (> .025) 0.040 (> .0333) 0.041 (ok: <= .04167) 0.6
+        // largest k with p_(k) <= k q / m is 5: the five smallest are rejected, 0.6 is not
+        let p = [0.039, 0.001, 0.6, 0.041, 0.008, 0.040];
+        assert_eq!(benjamini_hochberg(&p, 0.05), vec![true, true, false, true, true, true]);
+        // at q = 0.03 the thresholds are .005 .01 .015 .02 .025 .03: only 0.001 and 0.008
+        assert_eq!(benjamini_hochberg(&p, 0.03), vec![false, true, false, false, true, false]);
+        assert_eq!(benjamini_hochberg(&[], 0.05), Vec::<bool>::new());
+        assert_eq!(benjamini_hochberg(&[0.2, 0.3], 0.05), vec![false, false]);
+        assert_eq!(benjamini_hochberg(&[f64::NAN, 0.01], 0.05), vec![false, true]);
+    }
+
+    #[test]
+    fn expected_abs_sign_sum_small() {
+        let want = [0.0, 1.0, 1.0, 1.5, 1.5, 15.0 / 8.0];
+        for (d, &w) in want.iter().enumerate() {
+            assert!(close(expected_abs_sign_sum(d as u64), w, 1e-15), "d = {d}");
+        }
+    }
+
+    #[test]
+    fn expected_abs_sign_sum_enumerated() {
+        for d in 0..=16u32 {
+            let total: u64 = (0..1u64 << d).map(|v| (2 * u64::from(v.count_ones())).abs_diff(u64::from(d))).sum();
+            let exact = total as f64 / (1u64 << d) as f64;
+            assert!(close(expected_abs_sign_sum(u64::from(d)), exact, 1e-14), "d = {d}");
+        }
+    }
+
+    /// E|2B - d| for B ~ Binomial(d, 1/2), summed over statrs's pmf.
+    fn pmf_sum(d: u64) -> f64 {
+        let bin = Binomial::new(0.5, d).unwrap();
+        (0..=d).map(|k| bin.pmf(k) * (2 * k).abs_diff(d) as f64).sum()
+    }
+
+    #[test]
+    fn expected_abs_sign_sum_large() {
+        for d in [1_000u64, 1_001, 100_000, 100_001] {
+            let (got, want) = (expected_abs_sign_sum(d), pmf_sum(d));
+            assert!(close(got, want, 1e-9), "d = {d}: {got} vs {want}");
+        }
+        // about sqrt(2 d / pi) and finite up to 10^6
+        let d = 1_000_000u64;
+        let e = expected_abs_sign_sum(d);
+        assert!(close(e, (2.0 * d as f64 / std::f64::consts::PI).sqrt(), 1e-6), "{e}");
+    }
+
+    #[test]
+    fn series_meets_product_at_switch() {
+        // the two branches of central_binomial_over_4k agree where they meet
+        for k in [SERIES_FROM, SERIES_FROM + 1, 2 * SERIES_FROM, 5000] {
+            let product = (1..=k).fold(1.0, |acc, j| acc * (2 * j - 1) as f64 / (2 * j) as f64);
+            assert!(close(central_binomial_over_4k(k), product, 1e-13), "k = {k}");
+        }
+        let k = SERIES_FROM - 1;
+        let series = {
+            let x = 1.0 / k as f64;
+            (1.0 + x * (-1.0 / 8.0 + x * (1.0 / 128.0 + x * (5.0 / 1024.0 + x * (-21.0 / 32768.0))))) / (std::f64::consts::PI * k as f64).sqrt()
+        };
+        assert!(close(central_binomial_over_4k(k), series, 1e-13));
+    }
+
+    #[test]
+    fn sign_flip_none_cases() {
+        assert!(sign_flip_null(Array2::<f64>::zeros((1, 5)).view(), 100, 0).is_none());
+        assert!(sign_flip_null(Array2::<f64>::zeros((5, 0)).view(), 100, 0).is_none());
+        assert!(sign_flip_null(Array2::<f64>::zeros((5, 5)).view(), 0, 0).is_none());
+        let mut v = Array2::<f64>::zeros((3, 3));
+        v[[1, 1]] = f64::NAN;
+        assert!(sign_flip_null(v.view(), 100, 0).is_none());
+    }
+
+    #[test]
+    fn sign_flip_constant_trail() {
+        for v in [Array2::<f64>::ones((6, 20)), Array2::from_elem((6, 20), 0.3)] {
+            for fast in [true, false] {
+                let r = sign_flip_null_impl(v.view(), 500, 7, fast).unwrap();
+                assert_eq!(r.observed_mtv, 0.0);
+                assert_eq!(r.null_mean, 0.0);
+                assert!(r.ratio.is_nan());
+                assert_eq!(r.p_value, 1.0);
+                assert_eq!(r.significant_transitions, 0);
+                assert_eq!(r.transitions, 5);
+                assert_eq!(r.draws, 500);
+            }
+        }
+    }
+
+    #[test]
+    fn sign_flip_hand_made_binary() {
+        // n = 4, T = 3. Transition 0: examples 0, 1 go wrong->right (c = 2, b = 0, D = 2);
+        // transition 1: example 0 goes right->wrong (b = 1, D = 1).
+        let v = ndarray::array![[0.0, 0.0, 1.0, 0.0], [1.0, 1.0, 1.0, 0.0], [0.0, 1.0, 1.0, 0.0]];
+        let r = sign_flip_null(v.view(), 4000, 3).unwrap();
+        // scores .25 .75 .5: MTV (.5 + .25) / 2
+        assert!(close(r.observed_mtv, 0.375, 1e-15));
+        // E|S_2| = 1, E|S_1| = 1: (1/4 + 1/4) / 2
+        assert!(close(r.null_mean, 0.25, 1e-15));
+        assert!(close(r.ratio, 1.5, 1e-15));
+        // null sum |2B_0 - 2| + 1 reaches the observed 3 only when B_0 is 0 or 2: P = 1/2
+        assert!((r.p_value - 0.5).abs() < 0.03, "{}", r.p_value);
+        // the null MTV is (0 + 1) / 8 or (2 + 1) / 8 with probability 1/2 each: q95 = 0.375
+        assert_eq!(r.null_q95, 0.375);
+        // McNemar p: 0.5 and 1, nothing significant
+        assert_eq!(r.significant_transitions, 0);
+        assert_eq!(r.share_significant, 0.0);
+    }
+
+    #[test]
+    fn sign_flip_detects_a_big_jump() {
+        // 200 examples, all wrong for 5 checkpoints, then 60 of them right: the jump transition is
+        // significant (McNemar p = 2^-59), the others have D = 0 (p = 1)
+        let mut v = Array2::<f64>::zeros((8, 200));
+        for t in 5..8 {
+            for i in 0..60 {
+                v[[t, i]] = 1.0;
+            }
+        }
+        let r = sign_flip_null(v.view(), 2000, 11).unwrap();
+        assert_eq!(r.significant_transitions, 1);
+        assert!(close(r.share_significant, 1.0 / 7.0, 1e-15));
+        // only one transition has discordant pairs, and its null |S| is below 60 with probability 1 - 2^-59
+        assert!(close(r.p_value, 1.0 / 2001.0, 1e-12));
+        let g = sign_flip_null_impl(v.view(), 2000, 11, false).unwrap();
+        assert_eq!(g.significant_transitions, 1);
+        assert!(close(g.p_value, 1.0 / 2001.0, 1e-12));
+    }
+
+    #[test]
+    fn sign_flip_hand_made_continuous() {
+        // n = 2, T = 2, d = (0.5, -0.25): null |S|/n is 0.375 or 0.125 (each with prob 1/2); observed 0.125
+        let v = ndarray::array![[0.1, 0.9], [0.6, 0.65]];
+        let r = sign_flip_null(v.view(), 4000, 5).unwrap();
+        assert!(close(r.observed_mtv, 0.125, 1e-12));
+        assert!((r.null_mean - 0.25).abs() < 0.01, "{}", r.null_mean);
+        assert_eq!(r.p_value, 1.0);
+        assert!(close(r.null_q95, 0.375, 1e-12));
+        assert_eq!(r.significant_transitions, 0);
+    }
+
+    /// A random 0/1 panel with a drifting accuracy.
+    fn random_binary(t_len: usize, n: usize, seed: u64) -> Array2<f64> {
+        let mut rng = ChaCha8Rng::seed_from_u64(seed);
+        Array2::from_shape_fn((t_len, n), |(t, _)| f64::from(u8::from(rng.gen::<f64>() < 0.4 + 0.01 * t as f64)))
+    }
+
+    #[test]
+    fn determinism_and_thread_independence() {
+        let bin = random_binary(12, 300, 1);
+        let cont = bin.mapv(|x| x * 0.7 + 0.1) + Array2::from_shape_fn((12, 300), |(t, i)| ((t * 31 + i * 17) % 13) as f64 * 0.01);
+        for (v, fast) in [(&bin, true), (&bin, false), (&cont, true)] {
+            let run = |threads: usize| {
+                rayon::ThreadPoolBuilder::new().num_threads(threads).build().unwrap().install(|| sign_flip_null_impl(v.view(), 2000, 42, fast).unwrap())
+            };
+            let one = run(1);
+            assert_eq!(one, run(4));
+            assert_eq!(one, run(3));
+            assert_eq!(one, sign_flip_null_impl(v.view(), 2000, 42, fast).unwrap());
+            let other = sign_flip_null_impl(v.view(), 2000, 43, fast).unwrap();
+            assert_eq!(other.observed_mtv, one.observed_mtv);
+        }
+        let b1 = independent_binomial_bound(&[0.0, 1.0, 2.0, 3.0], &[0.5, 0.52, 0.49, 0.55], &[0.01; 4], 500, 9).unwrap();
+        assert_eq!(b1, independent_binomial_bound(&[0.0, 1.0, 2.0, 3.0], &[0.5, 0.52, 0.49, 0.55], &[0.01; 4], 500, 9).unwrap());
+    }
+
+    #[test]
+    fn general_path_agrees_with_fast_path_on_binary_data() {
+        for seed in [1u64, 2, 3] {
+            let v = random_binary(21, 500, seed);
+            let fast = sign_flip_null_impl(v.view(), 2000, seed, true).unwrap();
+            let general = sign_flip_null_impl(v.view(), 2000, seed, false).unwrap();
+            assert_eq!(fast.observed_mtv, general.observed_mtv);
+            // the mean of 2000 draws of MTV: its standard error is sd / sqrt(2000); allow 4 of them
+            let sd = {
+                // the exact null variance of MTV: sum_t Var|S_D_t| / (n (T-1))^2
+                let (t_len, n) = v.dim();
+                let var: f64 = (0..t_len - 1)
+                    .map(|t| {
+                        let d = v.row(t).iter().zip(v.row(t + 1).iter()).filter(|(a, b)| a != b).count() as f64;
+                        d - expected_abs_sign_sum(d as u64).powi(2)
+                    })
+                    .sum();
+                var.sqrt() / (n * (t_len - 1)) as f64
+            };
+            let se = sd / (2000f64).sqrt();
+            assert!((fast.null_mean - general.null_mean).abs() < 4.0 * se, "{} vs {} (se {se})", fast.null_mean, general.null_mean);
+            assert!((fast.null_q95 - general.null_q95).abs() < 6.0 * se, "{} vs {}", fast.null_q95, general.null_q95);
+            assert!((fast.p_value - general.p_value).abs() < 0.05, "{} vs {}", fast.p_value, general.p_value);
+            // and the mean of the fast path's own draws is near its exact mean
+            assert!(fast.null_q95 > fast.null_mean);
+        }
+    }
+
+    #[test]
+    fn least_squares_and_normals() {
+        let (a, b) = least_squares_line(&[0.0, 1.0, 2.0, 3.0], &[1.0, 3.0, 5.0, 7.0]);
+        assert!(close(a, 1.0, 1e-12) && close(b, 2.0, 1e-12));
+        let (a, b) = least_squares_line(&[2.0, 2.0, 2.0], &[1.0, 2.0, 6.0]);
+        assert!(close(a, 3.0, 1e-12) && b == 0.0);
+        let mut rng = ChaCha8Rng::seed_from_u64(1);
+        let mut normals = NormalPairs::default();
+        let z: Vec<f64> = (0..200_000).map(|_| normals.next(&mut rng)).collect();
+        let mean = z.iter().sum::<f64>() / z.len() as f64;
+        let var = z.iter().map(|x| (x - mean).powi(2)).sum::<f64>() / z.len() as f64;
+        let within1 = z.iter().filter(|x| x.abs() < 1.0).count() as f64 / z.len() as f64;
+        assert!(mean.abs() < 0.01 && (var - 1.0).abs() < 0.015, "{mean} {var}");
+        assert!((within1 - 0.682_689).abs() < 0.005, "{within1}");
+    }
+
+    #[test]
+    fn binomial_bound_independent_noise() {
+        // scores that ARE trend + independent noise: the ratio is about 1
+        let mut rng = ChaCha8Rng::seed_from_u64(5);
+        let mut normals = NormalPairs::default();
+        let steps: Vec<f64> = (0..400).map(|t| t as f64 * 100.0).collect();
+        let scores: Vec<f64> = steps.iter().map(|&s| 0.3 + s * 1e-6 + 0.02 * normals.next(&mut rng)).collect();
+        let b = independent_binomial_bound(&steps, &scores, &[0.02; 400], 2000, 1).unwrap();
+        assert!((b.ratio - 1.0).abs() < 0.1, "{b:?}");
+        assert!(close(b.expected_mtv, 0.02 * 2.0 / std::f64::consts::PI.sqrt(), 0.02), "{b:?}");
+        assert!(b.p_value > 0.0 && b.p_value <= 1.0);
+        assert!(independent_binomial_bound(&steps[..3], &scores[..2], &[0.02; 2], 10, 1).is_none());
+        assert!(independent_binomial_bound(&[0.0], &[0.5], &[0.02], 10, 1).is_none());
+        assert!(independent_binomial_bound(&[0.0, 1.0], &[0.5, 0.6], &[0.02, -0.1], 10, 1).is_none());
+        assert!(independent_binomial_bound(&[0.0, 1.0], &[0.5, 0.6], &[0.02, 0.02], 0, 1).is_none());
+        // a zig-zag far beyond its standard errors is significant
+        let zig: Vec<f64> = (0..20).map(|t| 0.5 + if t % 2 == 0 { 0.05 } else { -0.05 }).collect();
+        let steps: Vec<f64> = (0..20).map(f64::from).collect();
+        let b = independent_binomial_bound(&steps, &zig, &[0.01; 20], 1000, 2).unwrap();
+        assert!(b.ratio > 5.0 && close(b.p_value, 1.0 / 1001.0, 1e-12), "{b:?}");
+    }
+
+    /// A small 0/1 panel as proptest input.
+    fn binary_panel() -> impl Strategy<Value = Array2<f64>> {
+        (2usize..8, 1usize..40).prop_flat_map(|(t, n)| {
+            proptest::collection::vec(proptest::bool::ANY, t * n).prop_map(move |b| Array2::from_shape_vec((t, n), b.into_iter().map(|x| f64::from(u8::from(x))).collect()).unwrap())
+        })
+    }
+
+    fn real_panel() -> impl Strategy<Value = Array2<f64>> {
+        (2usize..6, 1usize..20).prop_flat_map(|(t, n)| {
+            proptest::collection::vec(-3.0f64..3.0, t * n).prop_map(move |x| Array2::from_shape_vec((t, n), x).unwrap())
+        })
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig::with_cases(64))]
+
+        #[test]
+        fn prop_binary_null_mean_is_exact(v in binary_panel(), seed in any::<u64>()) {
+            let (t_len, n) = v.dim();
+            let r = sign_flip_null(v.view(), 50, seed).unwrap();
+            let want = (0..t_len - 1)
+                .map(|t| {
+                    let d = v.row(t).iter().zip(v.row(t + 1).iter()).filter(|(a, b)| a != b).count() as u64;
+                    expected_abs_sign_sum(d) / n as f64
+                })
+                .sum::<f64>() / (t_len - 1) as f64;
+            prop_assert!(close(r.null_mean, want, 1e-12), "{} vs {}", r.null_mean, want);
+        }
+
+        #[test]
+        fn prop_mcnemar_in_unit_interval_and_symmetric(b in 0u64..2000, c in 0u64..2000) {
+            let p = mcnemar_exact(b, c);
+            // (2^-(b+c) underflows to 0 for very lopsided counts, so 0 is allowed)
+            prop_assert!((0.0..=1.0).contains(&p), "{}", p);
+            prop_assert_eq!(p, mcnemar_exact(c, b));
+            // more lopsided, smaller p
+            if b < c {
+                prop_assert!(mcnemar_exact(b, c + 1) <= p * (1.0 + 1e-12));
+            }
+        }
+
+        #[test]
+        fn prop_bh_monotone_in_q(p in proptest::collection::vec(0.0f64..1.0, 0..30), q1 in 0.0f64..0.5, dq in 0.0f64..0.5) {
+            let small = benjamini_hochberg(&p, q1);
+            let large = benjamini_hochberg(&p, q1 + dq);
+            for (s, l) in small.iter().zip(&large) {
+                prop_assert!(!s || *l);
+            }
+            // and each rejected p is no larger than each accepted one
+            for (i, &ri) in large.iter().enumerate() {
+                for (j, &rj) in large.iter().enumerate() {
+                    if ri && !rj {
+                        prop_assert!(p[i] <= p[j]);
+                    }
+                }
+            }
+        }
+
+        #[test]
+        fn prop_p_value_in_unit_interval(b in binary_panel(), x in real_panel(), seed in any::<u64>()) {
+            for v in [&b, &x] {
+                let r = sign_flip_null(v.view(), 100, seed).unwrap();
+                prop_assert!(r.p_value > 0.0 && r.p_value <= 1.0, "{}", r.p_value);
+                prop_assert!(r.p_value >= 1.0 / 101.0);
+                prop_assert!(r.significant_transitions <= r.transitions);
+                prop_assert!(r.null_q95.is_finite() && r.null_mean >= 0.0);
+            }
+        }
+    }
+}

@@ -1,0 +1,170 @@
+//! One task's per-example records as checkpoint x example matrices (ndarray), one per metric.
+//!
+//! Rows are checkpoints in step order, columns examples in id order; every checkpoint must score
+//! the same examples (the eval set is fixed and shared, which is what makes consecutive scores
+//! paired). A metric that is undefined on some example (`gold_prob` of a cloze item, bits per
+//! byte without byte counts) has no matrix.
+
+use anyhow::{bail, Result};
+use ndarray::{Array2, ArrayView2, Axis};
+use records::ExampleRecord;
+use std::collections::BTreeMap;
+
+use crate::continuous::Metric;
+
+pub struct Panel {
+    pub task: String,
+    pub steps: Vec<u64>,
+    pub ids: Vec<String>,
+    pub gold: Vec<u32>,
+    /// Accuracy of uniform guessing: the mean over examples of 1 / options (0 for cloze, which
+    /// is scored by exact match).
+    pub chance: f64,
+    /// The model's output per example and checkpoint (`[example][t]`), under `acc` and `acc_norm`.
+    pub outputs: Vec<Vec<String>>,
+    pub outputs_norm: Vec<Vec<String>>,
+    values: BTreeMap<Metric, Array2<f64>>,
+}
+
+impl Panel {
+    /// The panel of one task's rows (any order).
+    pub fn build(task: &str, rows: &[&ExampleRecord]) -> Result<Panel> {
+        let mut steps: Vec<u64> = rows.iter().map(|r| r.step).collect();
+        steps.sort_unstable();
+        steps.dedup();
+        let col: BTreeMap<u64, usize> = steps.iter().enumerate().map(|(i, s)| (*s, i)).collect();
+        let mut by_id: BTreeMap<&str, Vec<Option<&ExampleRecord>>> = BTreeMap::new();
+        for r in rows {
+            let slot = &mut by_id.entry(&r.example_id).or_insert_with(|| vec![None; steps.len()])[col[&r.step]];
+            if slot.is_some() {
+                bail!("task {task}: example {} appears twice at step {}", r.example_id, r.step);
+            }
+            *slot = Some(r);
+        }
+        let mut grid: Vec<Vec<&ExampleRecord>> = Vec::with_capacity(by_id.len());
+        let mut ids = Vec::with_capacity(by_id.len());
+        for (id, cells) in by_id {
+            let Some(cells) = cells.into_iter().collect::<Option<Vec<_>>>() else {
+                bail!("task {task}: example {id} is missing at some checkpoints; every checkpoint must score the same examples");
+            };
+            ids.push(id.to_string());
+            grid.push(cells);
+        }
+        let (t_len, n) = (steps.len(), ids.len());
+        let mut values = BTreeMap::new();
+        'metric: for m in Metric::ALL {
+            let mut a = Array2::<f64>::zeros((t_len, n));
+            for (e, cells) in grid.iter().enumerate() {
+                for (t, r) in cells.iter().enumerate() {
+                    match m.value(r) {
+                        Some(v) if v.is_finite() => a[[t, e]] = v,
+                        _ => continue 'metric,
+                    }
+                }
+            }
+            values.insert(m, a);
+        }
+        let options: Vec<usize> = grid.iter().map(|c| c[0].logliks.len()).collect();
+        let chance = if n == 0 { 0.0 } else { options.iter().map(|&o| if o > 1 { 1.0 / o as f64 } else { 0.0 }).sum::<f64>() / n as f64 };
+        Ok(Panel {
+            task: task.to_string(),
+            steps,
+            gold: grid.iter().map(|c| c[0].gold).collect(),
+            chance,
+            outputs: grid.iter().map(|c| c.iter().map(|r| r.output.clone()).collect()).collect(),
+            outputs_norm: grid.iter().map(|c| c.iter().map(|r| r.predicted_norm.to_string()).collect()).collect(),
+            ids,
+            values,
+        })
+    }
+
+    /// Panels of every task of a table, by task name.
+    pub fn all(rows: &[ExampleRecord]) -> Result<BTreeMap<String, Panel>> {
+        let mut by_task: BTreeMap<&str, Vec<&ExampleRecord>> = BTreeMap::new();
+        for r in rows {
+            by_task.entry(&r.task).or_default().push(r);
+        }
+        by_task.into_iter().map(|(t, rs)| Ok((t.to_string(), Panel::build(t, &rs)?))).collect()
+    }
+
+    pub fn examples(&self) -> usize {
+        self.ids.len()
+    }
+
+    /// The metrics defined on every example of the task.
+    pub fn metrics(&self) -> Vec<Metric> {
+        self.values.keys().copied().collect()
+    }
+
+    /// checkpoints x examples values of a metric, if defined.
+    pub fn values(&self, m: Metric) -> Option<ArrayView2<'_, f64>> {
+        self.values.get(&m).map(|a| a.view())
+    }
+
+    /// Task score per checkpoint: the mean over examples.
+    pub fn scores(&self, m: Metric) -> Option<Vec<f64>> {
+        self.values(m).map(|v| v.mean_axis(Axis(1)).map(|s| s.to_vec()).unwrap_or_default())
+    }
+
+    /// The same panel on a subset of its steps (those in `keep`, which must all exist).
+    pub fn restrict(&self, keep: &[u64]) -> Result<Panel> {
+        let rows: Vec<usize> = keep
+            .iter()
+            .map(|s| self.steps.binary_search(s).map_err(|_| anyhow::anyhow!("task {}: no scores at step {s}", self.task)))
+            .collect::<Result<_>>()?;
+        let pick = |v: &Vec<Vec<String>>| v.iter().map(|o| rows.iter().map(|&t| o[t].clone()).collect()).collect();
+        Ok(Panel {
+            task: self.task.clone(),
+            steps: keep.to_vec(),
+            ids: self.ids.clone(),
+            gold: self.gold.clone(),
+            chance: self.chance,
+            outputs: pick(&self.outputs),
+            outputs_norm: pick(&self.outputs_norm),
+            values: self.values.iter().map(|(m, a)| (*m, a.select(Axis(0), &rows))).collect(),
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn row(step: u64, id: &str, correct: bool) -> ExampleRecord {
+        ExampleRecord {
+            step,
+            task: "t".into(),
+            example_id: id.into(),
+            gold: 0,
+            predicted: u32::from(!correct),
+            predicted_norm: u32::from(!correct),
+            correct,
+            correct_norm: correct,
+            logliks: if correct { vec![-1.0, -2.0] } else { vec![-2.0, -1.0] },
+            lengths_chars: vec![1, 1],
+            lengths_tokens: vec![1, 1],
+            lengths_bytes: vec![],
+            gold_is_greedy: false,
+            output: u32::from(!correct).to_string(),
+        }
+    }
+
+    #[test]
+    fn matrices_are_in_step_and_id_order_and_gaps_are_refused() {
+        let rows = vec![row(20, "b", true), row(0, "b", false), row(20, "a", false), row(0, "a", true)];
+        let p = Panel::build("t", &rows.iter().collect::<Vec<_>>()).unwrap();
+        assert_eq!((p.steps.clone(), p.ids.clone()), (vec![0, 20], vec!["a".to_string(), "b".to_string()]));
+        let acc = p.values(Metric::Acc).unwrap();
+        assert_eq!(acc.row(0).to_vec(), vec![1.0, 0.0]);
+        assert_eq!(acc.row(1).to_vec(), vec![0.0, 1.0]);
+        assert_eq!(p.scores(Metric::Margin).unwrap(), vec![0.0, 0.0]);
+        assert!(p.values(Metric::BitsPerByte).is_none(), "no byte counts: no matrix");
+        assert_eq!(p.chance, 0.5);
+        let r = p.restrict(&[20]).unwrap();
+        assert_eq!((r.values(Metric::Acc).unwrap().row(0).to_vec(), r.outputs[0].clone()), (vec![0.0, 1.0], vec!["1".to_string()]));
+        assert!(p.restrict(&[10]).is_err());
+        let gap = [row(0, "a", true), row(20, "a", true), row(0, "b", true)];
+        let e = Panel::build("t", &gap.iter().collect::<Vec<_>>()).err().unwrap().to_string();
+        assert!(e.contains("example b is missing"), "{e}");
+    }
+}

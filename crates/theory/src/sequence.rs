@@ -9,6 +9,18 @@ pub fn total_variation(x: &[f64]) -> f64 {
     x.windows(2).map(|w| (w[1] - w[0]).abs()).sum()
 }
 
+/// Total variation of `x` over the positions `a..=b` (0-based, both ends included):
+/// `sum_{t=a}^{b-1} |x_{t+1} - x_t|`; 0 when `a == b`. Use it to compare two sequences over the
+/// same checkpoint positions, e.g. an averaged trail against the single checkpoints, or the
+/// smoothing baseline `moving_average(x, k)` against `x`: the moving average's value at raw
+/// position t is `moving_average(x, k)[t + 1 - k]` (defined for t >= k - 1), and over raw positions
+/// `a..=b` its total variation is at most `total_variation_between(x, a + 1 - k, b)` (the
+/// window-offset bound, `tests/properties.rs`). Panics unless `a <= b < x.len()`.
+pub fn total_variation_between(x: &[f64], a: usize, b: usize) -> f64 {
+    assert!(a <= b && b < x.len(), "positions {a}..={b} are not inside a sequence of {} points", x.len());
+    total_variation(&x[a..=b])
+}
+
 /// Mean total variation: total variation divided by the number of transitions (m - 1).
 /// `None` for fewer than two points, where it is undefined.
 pub fn mtv(x: &[f64]) -> Option<f64> {
@@ -26,7 +38,9 @@ pub fn exact_match<T: PartialEq>(a: &T, b: &T) -> f64 {
 }
 
 /// Trailing moving average of window k: `y_t = mean(x_{t-k+1..=t})` for t = k-1..m-1
-/// (m - k + 1 values; only full windows, as when averaging the last k checkpoints).
+/// (m - k + 1 values; only full windows, as when averaging the last k checkpoints). The returned
+/// vector starts at raw position k - 1: element i is the value at raw position i + k - 1.
+/// Empty when m < k; panics when k = 0.
 pub fn moving_average(x: &[f64], k: usize) -> Vec<f64> {
     assert!(k >= 1, "window must be at least 1");
     if x.len() < k {
@@ -69,9 +83,38 @@ mod tests {
     }
 
     #[test]
+    fn total_variation_between_by_hand() {
+        let x = [0., 2., 1., 1., 4.];
+        assert_eq!(total_variation_between(&x, 0, 4), 6.0);
+        assert_eq!(total_variation_between(&x, 1, 3), 1.0);
+        assert_eq!(total_variation_between(&x, 2, 2), 0.0);
+        assert_eq!(total_variation_between(&x, 3, 4), 3.0);
+    }
+
+    #[test]
+    #[should_panic(expected = "are not inside")]
+    fn total_variation_between_rejects_reversed_positions() {
+        total_variation_between(&[0., 1., 2., 3., 4.], 3, 1);
+    }
+
+    #[test]
+    #[should_panic(expected = "are not inside")]
+    fn total_variation_between_rejects_positions_past_the_end() {
+        total_variation_between(&[0., 1., 2.], 1, 3);
+    }
+
+    #[test]
+    #[should_panic(expected = "window must be at least 1")]
+    fn moving_average_rejects_window_zero() {
+        moving_average(&[1., 2.], 0);
+    }
+
+    #[test]
     fn moving_average_by_hand() {
         assert_eq!(moving_average(&[1., 2., 3., 4.], 2), vec![1.5, 2.5, 3.5]);
         assert_eq!(moving_average(&[1., 2.], 3), Vec::<f64>::new());
+        assert_eq!(moving_average(&[1., 2., 6.], 3), vec![3.0]);
+        assert_eq!(moving_average(&[1., 2., 6.], 1), vec![1., 2., 6.]);
         assert_eq!(ema(&[0., 1., 1.], 0.5), vec![0., 0.5, 0.75]);
     }
 }

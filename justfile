@@ -150,6 +150,16 @@ notebooks size="default": setup
     @.venv/bin/python -c 'import nbclient, nbformat, ipykernel, matplotlib' 2>/dev/null || .venv/bin/pip install --quiet --disable-pip-version-check nbclient==0.11.0 nbformat==5.11.1 ipykernel==7.4.0 matplotlib==3.11.2
     .venv/bin/python notebooks/run.py runs/{{size}}
 
-# the Pythia runs vendored in data/external, task level (results files have no per-example data)
-pythia model="160m": build
-    target/release/analysis report data/external/pythia-v1-zero-shot/pythia-{{model}}-deduped --out runs/external/pythia-{{model}}-deduped/analysis --tasks arc_easy,arc_challenge,piqa,sciq,winogrande,lambada_openai,logiqa,wsc
+# the Pythia runs vendored in data/external, task level (results files have no per-example
+# data): `just pythia 160m` reports one size, `just pythia` every size, then the suite's SNR and
+# size trend (`analysis suite`)
+pythia model="all": build
+    #!/usr/bin/env bash
+    set -euo pipefail
+    ext=data/external/pythia-v1-zero-shot
+    for d in $ext/pythia-{{ if model == "all" { "*" } else { model } }}-deduped; do
+      name=$(basename $d)
+      echo "== $name"
+      target/release/analysis report $d --out runs/external/$name/analysis --tasks arc_easy,arc_challenge,piqa,sciq,winogrande,lambada_openai,logiqa,wsc
+    done
+    {{ if model == "all" { "echo '== suite'; target/release/analysis suite $ext" } else { "" } }}

@@ -172,123 +172,14 @@ pub fn curve(rows: &[TaskRecord], task: &str) -> (Vec<f64>, Vec<f64>, Vec<f64>) 
     )
 }
 
-/// The tasks of the Pythia results that every size has an accuracy for (as `just pythia`).
-pub const PYTHIA_TASKS: [&str; 8] = [
-    "arc_easy",
-    "arc_challenge",
-    "piqa",
-    "sciq",
-    "winogrande",
-    "lambada_openai",
-    "logiqa",
-    "wsc",
-];
+pub use analysis::external::{size_trend as pythia_size_trend, PythiaModel, SizeTrend, PYTHIA_TASKS};
 
-/// One Pythia model's lm-evaluation-harness results over training.
-pub struct PythiaModel {
-    /// e.g. `pythia-1.4b`
-    pub name: String,
-    pub params: f64,
-    /// rows of [`PYTHIA_TASKS`] only
-    pub rows: Vec<TaskRecord>,
-    /// the final-stage (last 20%) task-level metrics of every task in [`PYTHIA_TASKS`], in that order
-    pub last: Vec<TaskMetrics>,
-}
-
-/// "pythia-1.4b-deduped" -> 1.4e9
-pub fn pythia_params(name: &str) -> Option<f64> {
-    let size = name.strip_prefix("pythia-")?.split('-').next()?;
-    let (num, unit) = size.split_at(size.len().checked_sub(1)?);
-    Some(
-        num.parse::<f64>().ok()?
-            * match unit {
-                "m" => 1e6,
-                "b" => 1e9,
-                _ => return None,
-            },
-    )
-}
-
-/// Every `pythia-<size>-deduped/` folder under `dir`, smallest model first; each results file is
-/// recorded as an input of `run`.
+/// Every `pythia-<size>-deduped/` folder under `dir` ([`analysis::external::pythia_models`]),
+/// each results file recorded as an input of `run`.
 pub fn pythia_models(dir: &Path, run: &Run) -> Result<Vec<PythiaModel>> {
-    let mut dirs: Vec<PathBuf> = std::fs::read_dir(dir)
-        .with_context(|| format!("{}: cannot list", dir.display()))?
-        .filter_map(|e| e.ok().map(|e| e.path()))
-        .filter(|p| p.is_dir())
-        .collect();
-    dirs.sort();
-    let mut models = vec![];
-    for d in dirs {
-        let name = d
-            .file_name()
-            .unwrap_or_default()
-            .to_string_lossy()
-            .to_string();
-        let Some(params) = pythia_params(&name) else {
-            continue;
-        };
-        let mut files: Vec<PathBuf> = std::fs::read_dir(&d)?
-            .filter_map(|e| e.ok().map(|e| e.path()))
-            .filter(|p| p.extension().is_some_and(|e| e == "json"))
-            .collect();
-        files.sort();
-        files.iter().for_each(|f| run.also_read(f));
-        let rows: Vec<TaskRecord> = records::harness::read_results_dir(&d)?
-            .into_iter()
-            .filter(|r| PYTHIA_TASKS.contains(&r.task.as_str()))
-            .collect();
-        for t in PYTHIA_TASKS {
-            if !rows.iter().any(|r| r.task == t) {
-                bail!("{}: no results for {t}", d.display());
-            }
-        }
-        let (metrics, _) = analysis::analyse(&rows, &[], &analysis::Options::default())?;
-        let last = PYTHIA_TASKS
-            .iter()
-            .map(|t| {
-                metrics
-                    .iter()
-                    .find(|r| r.task == *t && r.window == "final" && r.metric == "acc")
-                    .cloned()
-                    .with_context(|| format!("{}: no final-stage metrics for {t}", d.display()))
-            })
-            .collect::<Result<_>>()?;
-        models.push(PythiaModel {
-            name: name.trim_end_matches("-deduped").to_string(),
-            params,
-            rows,
-            last,
-        });
-    }
-    if models.is_empty() {
-        bail!("{}: no pythia-<size>-deduped folders", dir.display());
-    }
-    models.sort_by(|a, b| a.params.total_cmp(&b.params));
+    let models = analysis::external::pythia_models(dir)?;
+    models.iter().flat_map(|m| &m.files).for_each(|f| run.also_read(f));
     Ok(models)
-}
-
-/// The size trend of the Pythia trails: per task and pooled (task fixed effects), the slope of
-/// ln(final-stage task MTV) on ln(parameters), with 95% t intervals, on the six tasks with
-/// large eval sets (logiqa and wsc, with n of 651 and 273, are fitted but not pooled).
-pub struct SizeTrend {
-    pub per_task: Vec<(String, Option<analysis::trend::Slope>)>,
-    pub pooled: Option<analysis::trend::Slope>,
-    pub smallest: f64,
-    pub largest: f64,
-}
-
-pub fn pythia_size_trend(models: &[PythiaModel]) -> SizeTrend {
-    let x: Vec<f64> = models.iter().map(|m| m.params).collect();
-    let ys: Vec<Vec<f64>> = (0..PYTHIA_TASKS.len()).map(|t| models.iter().map(|m| m.last[t].mtv).collect()).collect();
-    let per_task = PYTHIA_TASKS.iter().zip(&ys).map(|(t, y)| (t.to_string(), analysis::trend::loglog(&x, y, 0.95))).collect();
-    let groups: Vec<(&[f64], &[f64])> = ys[..6].iter().map(|y| (x.as_slice(), y.as_slice())).collect();
-    SizeTrend {
-        per_task,
-        pooled: analysis::trend::pooled_loglog(&groups, 0.95),
-        smallest: x.iter().cloned().fold(f64::INFINITY, f64::min),
-        largest: x.iter().cloned().fold(0.0, f64::max),
-    }
 }
 
 /// Where an output goes, and its provenance.
@@ -444,14 +335,6 @@ mod tests {
         std::fs::write(&p, "step,tokens,lr,train_loss,grad_norm,val_loss\n").unwrap();
         let e = read_csv::<TrainLogRow>(&p).unwrap_err().to_string();
         assert!(e.contains("train_log.csv") && e.contains("no rows"), "{e}");
-    }
-
-    #[test]
-    fn model_sizes_come_from_folder_names() {
-        assert_eq!(pythia_params("pythia-1.4b-deduped"), Some(1.4e9));
-        assert_eq!(pythia_params("pythia-70m-deduped"), Some(7e7));
-        assert_eq!(pythia_params("LICENSE"), None);
-        assert_eq!(pythia_params("pythia-"), None);
     }
 
     #[test]

@@ -24,7 +24,7 @@ use crate::trend::Slope;
 use crate::TaskMetrics;
 
 /// Claims in the table: the Bonferroni family.
-pub const FAMILY: usize = 13;
+pub const FAMILY: usize = 16;
 /// Level of every claim's interval.
 pub const FAMILY_LEVEL: f64 = 1.0 - 0.05 / FAMILY as f64;
 
@@ -177,9 +177,21 @@ fn diff_claim(id: &'static str, claim: &'static str, diffs: &[DifferenceRow], st
     }
 }
 
-/// Every claim of the table. `k` is the largest window both averaging and ensembling have,
-/// `k_small` the smallest ensembling window, `size` the pooled Pythia size slope.
-pub fn claims(tm: &[TaskMetrics], diffs: &[DifferenceRow], k: usize, k_small: usize, size: Option<&Slope>, size_range: (f64, f64)) -> Vec<Claim> {
+/// The windows the claims compare.
+#[derive(Debug, Clone, Copy)]
+pub struct Windows {
+    /// the largest window both averaging and ensembling have
+    pub k: usize,
+    /// the smallest ensembling window above 1
+    pub ensemble_small: usize,
+    /// the smallest averaging window above 1
+    pub average_small: usize,
+}
+
+/// Every claim of the table, on the windows `windows`; `size` is the pooled Pythia size slope
+/// over models from `size_range.0` to `size_range.1` parameters.
+pub fn claims(tm: &[TaskMetrics], diffs: &[DifferenceRow], windows: Windows, size: Option<&Slope>, size_range: (f64, f64)) -> Vec<Claim> {
+    let k = windows.k;
     let tasks = headline_tasks(tm);
     let (fin, all) = (rows(tm, &tasks, "final"), rows(tm, &tasks, "all"));
     let n = fin.iter().filter_map(|m| m.examples).min().unwrap_or(0);
@@ -207,10 +219,14 @@ pub fn claims(tm: &[TaskMetrics], diffs: &[DifferenceRow], k: usize, k_small: us
     out.push(diff_claim("C6", "Checkpoint ensembling lowers task-level fluctuation (MTV) on every metric", diffs, "mtv", every, "ensemble", k, "single", 1, Side::Below, "just figure fig4_integration"));
     out.push(diff_claim("C7", "Averaging lowers MTV more than the smoothing baseline (k-moving average of single scores)", diffs, "mtv", every, "average", k, "smoothing", k, Side::Below, "just figure fig4_integration"));
     out.push(diff_claim("C8", "Ensembling lowers MTV more than the smoothing baseline", diffs, "mtv", every, "ensemble", k, "smoothing", k, Side::Below, "just figure fig4_integration"));
-    out.push(diff_claim("C9", "Averaging and ensembling lower example-level fluctuation (flip rate)", diffs, "flip_rate", &[Metric::Acc, Metric::AccNorm], "average", k, "single", 1, Side::Below, "just figure table2_stability"));
-    out.push(diff_claim("C10", "Larger windows lower fluctuation further (ensembling, largest vs smallest k)", diffs, "mtv", every, "ensemble", k, "ensemble", k_small, Side::Below, "just figure fig5_window_size"));
-    out.push(diff_claim("C11", "Ensembling stabilises examples more than averaging (at k times the inference cost)", diffs, "flip_rate", &[Metric::Acc, Metric::AccNorm], "ensemble", k, "average", k, Side::Below, "just figure table2_stability"));
-    out.push(diff_claim("C12", "Averaging raises the mean score too", diffs, "mean_score", &[Metric::Acc, Metric::AccNorm], "average", k, "single", 1, Side::Above, "just figure table1_main_results"));
+    let flips = [Metric::Acc, Metric::AccNorm];
+    out.push(diff_claim("C9", "Checkpoint averaging lowers example-level fluctuation (flip rate)", diffs, "flip_rate", &flips, "average", k, "single", 1, Side::Below, "just figure table2_stability"));
+    out.push(diff_claim("C10", "Checkpoint ensembling lowers example-level fluctuation (flip rate)", diffs, "flip_rate", &flips, "ensemble", k, "single", 1, Side::Below, "just figure table2_stability"));
+    out.push(diff_claim("C11", "Larger windows lower fluctuation further (ensembling, largest vs smallest k)", diffs, "mtv", every, "ensemble", k, "ensemble", windows.ensemble_small, Side::Below, "just figure fig5_window_size"));
+    out.push(diff_claim("C12", "Larger windows lower fluctuation further (averaging, largest vs smallest k)", diffs, "mtv", every, "average", k, "average", windows.average_small, Side::Below, "just figure fig5_window_size"));
+    out.push(diff_claim("C13", "Ensembling stabilises examples more than averaging (at k times the inference cost)", diffs, "flip_rate", &flips, "ensemble", k, "average", k, Side::Below, "just figure table2_stability"));
+    out.push(diff_claim("C14", "Averaging raises the mean score too", diffs, "mean_score", &flips, "average", k, "single", 1, Side::Above, "just figure table1_main_results"));
+    out.push(diff_claim("C15", "Ensembling raises the mean score too", diffs, "mean_score", &flips, "ensemble", k, "single", 1, Side::Above, "just figure table1_main_results"));
 
     // the size claim: MTV at the largest size is at least half of that at the smallest
     let threshold = 0.5f64.ln() / (size_range.1 / size_range.0).ln();
@@ -224,8 +240,8 @@ pub fn claims(tm: &[TaskMetrics], diffs: &[DifferenceRow], k: usize, k_small: us
         }
         None => Decided { estimate: f64::NAN, low: f64::NAN, high: f64::NAN, verdict: Verdict::Inconclusive, n_needed: None },
     };
-    out.push(claim_from("C13", "The fluctuation does not vanish with model size (Pythia 70M to 12B)", format!("pooled slope of ln(final-20% task MTV) on ln(parameters) > {threshold:.3} (the largest size keeps at least half the smallest's MTV)"), d, size.map_or(String::new(), |s| format!("{} points, t interval widened to the family level", s.points)), "just figure fig7_pythia"));
-    out.iter_mut().filter(|c| c.id == "C13").for_each(|c| c.n_needed = None);
+    out.push(claim_from("C16", "The fluctuation does not vanish with model size (Pythia 70M to 12B)", format!("pooled slope of ln(final-20% task MTV) on ln(parameters) > {threshold:.3} (the largest size keeps at least half the smallest's MTV)"), d, size.map_or(String::new(), |s| format!("{} points, t interval widened to the family level", s.points)), "just figure fig7_pythia"));
+    out.iter_mut().filter(|c| c.id == "C16").for_each(|c| c.n_needed = None);
     debug_assert_eq!(out.len(), FAMILY);
     out
 }

@@ -53,6 +53,15 @@ pub struct StabilityRow {
     pub flip_rate_ci_high: Option<f64>,
     /// instability score of the chosen options (accuracy metrics)
     pub instability: Option<f64>,
+    /// selection on half the examples, reported on the other half (0/1 metrics; not defined
+    /// for the smoothing baseline): regret and optimism over stratified random splits, with
+    /// their 95% intervals (see [`crate::selection`])
+    pub selection_regret: Option<f64>,
+    pub selection_regret_ci_low: Option<f64>,
+    pub selection_regret_ci_high: Option<f64>,
+    pub selection_optimism: Option<f64>,
+    pub selection_optimism_ci_low: Option<f64>,
+    pub selection_optimism_ci_high: Option<f64>,
     /// forward passes per prediction, relative to one checkpoint
     pub inference_cost: usize,
 }
@@ -150,6 +159,8 @@ struct TaskComparison {
     estimate: Vec<Stats>,
     draws: Vec<Vec<Stats>>,
     has_examples: Vec<bool>,
+    /// per label: selection regret and optimism (0/1 metrics, trails with examples)
+    selection: Vec<Option<crate::selection::Selection>>,
     above_chance: bool,
     examples: usize,
 }
@@ -203,6 +214,20 @@ fn compare_task(single_full: &Panel, trails: &[Trail], metric: Metric, ks: &[usi
     labels.extend(smooth_ks.iter().map(|&k| ("smoothing", k)));
     let mut has_examples = vec![true; trails.len()];
     has_examples.extend(smooth_ks.iter().map(|_| false));
+    // selection on the same positions for every trail, strata gold option x final correctness
+    // of that trail, as `analysis report` does for single checkpoints
+    let mut selection: Vec<Option<crate::selection::Selection>> = values
+        .iter()
+        .zip(trails)
+        .map(|(v, t)| {
+            metric.is_binary().then(|| {
+                let strata: Vec<u32> = (0..n).map(|e| 2 * t.panel.gold[e] + u32::from(v[[m - 1, e]] > 0.5)).collect();
+                let seed = crate::seed_for(opts.seed, &format!("{}/{}/{}/{}", single_full.task, metric.name(), t.method, t.k), "compare-selection");
+                crate::selection::selection(*v, &strata, opts.splits, opts.bootstrap.min(200), 10, seed)
+            })
+        })
+        .collect();
+    selection.extend(smooth_ks.iter().map(|_| None));
     // above chance: the single checkpoints' final accuracy interval excludes chance
     let acc = single_full.values(Metric::Acc)?;
     let last = single_full.steps.len() - 1;
@@ -210,7 +235,7 @@ fn compare_task(single_full: &Panel, trails: &[Trail], metric: Metric, ks: &[usi
     let fin: Vec<f64> = bootstrap::draws(n, opts.bootstrap, crate::seed_for(opts.seed, &single_full.task, "bootstrap")).iter().map(|idx| bootstrap::resampled_scores(acc, idx)[last]).collect();
     let observed = single_full.scores(Metric::Acc)?[last];
     let above_chance = bootstrap::interval(observed, &fin, LEVEL, f64::NEG_INFINITY).low > single_full.chance;
-    Some(TaskComparison { labels, estimate, draws, has_examples, above_chance, examples: n })
+    Some(TaskComparison { labels, estimate, draws, has_examples, selection, above_chance, examples: n })
 }
 
 fn sd(x: &[f64]) -> f64 {
@@ -309,6 +334,12 @@ pub fn compare(run: &Path, opts: &Options) -> Result<(Vec<StabilityRow>, Vec<Dif
         if trails.len() != vs.len() {
             continue;
         }
+        // columns are examples in id order: every variant must have scored the same examples
+        for (t, v) in trails.iter().zip(&vs) {
+            if t.panel.ids != single_full.ids {
+                bail!("{}: task {task} has {} examples, {} has {}, or their ids differ; every variant must score the same examples", v.dir.display(), t.panel.ids.len(), vs[0].dir.display(), single_full.ids.len());
+            }
+        }
         for metric in Metric::ALL {
             let Some(c) = compare_task(single_full, &trails, metric, &ks, opts) else { continue };
             for (i, &(method, k)) in c.labels.iter().enumerate() {
@@ -332,6 +363,12 @@ pub fn compare(run: &Path, opts: &Options) -> Result<(Vec<StabilityRow>, Vec<Dif
                     flip_rate_ci_low: fi.map(|x| x.low),
                     flip_rate_ci_high: fi.map(|x| x.high),
                     instability: Some(e.instability).filter(|v| v.is_finite()),
+                    selection_regret: c.selection[i].as_ref().map(|s| s.regret.estimate),
+                    selection_regret_ci_low: c.selection[i].as_ref().map(|s| s.regret.low),
+                    selection_regret_ci_high: c.selection[i].as_ref().map(|s| s.regret.high),
+                    selection_optimism: c.selection[i].as_ref().map(|s| s.optimism.estimate),
+                    selection_optimism_ci_low: c.selection[i].as_ref().map(|s| s.optimism.low),
+                    selection_optimism_ci_high: c.selection[i].as_ref().map(|s| s.optimism.high),
                     inference_cost: if method.starts_with("ensemble") { k } else { 1 },
                 });
             }

@@ -11,12 +11,15 @@
 //! independent-binomial noise figure as a conservative upper bound on noise.
 //! The modules, one idea each: [`panel`] (checkpoint x example matrices), [`continuous`],
 //! [`nulls`], [`bootstrap`], [`selection`], [`snr`], [`trend`], [`power`], [`metrics`]
-//! (descriptive measures), [`compare`] (single vs smoothing vs averaged vs ensembled).
+//! (descriptive measures), [`compare`] (single vs smoothing vs averaged vs ensembled),
+//! [`claims`] (the study's claims as rules decided on intervals), [`external`] (the Pythia
+//! suite: size trend and SNR).
 
 pub mod bootstrap;
 pub mod claims;
 pub mod compare;
 pub mod continuous;
+pub mod external;
 pub mod metrics;
 pub mod nulls;
 pub mod panel;

@@ -38,6 +38,10 @@ enum Command {
         #[arg(long, default_value_t = 1000)]
         bootstrap: usize,
     },
+    /// A suite of model sizes (folders `pythia-<size>-deduped/` of lm-evaluation-harness
+    /// results, as data/external/pythia-v1-zero-shot): per task, the signal-to-noise ratio across
+    /// the sizes and the size trend of the final-stage MTV (slope of ln MTV on ln parameters).
+    Suite { dir: PathBuf },
 }
 
 fn check_options(final_fraction: f64, bootstrap: usize) -> anyhow::Result<()> {
@@ -53,6 +57,11 @@ fn check_options(final_fraction: f64, bootstrap: usize) -> anyhow::Result<()> {
 fn main() -> anyhow::Result<()> {
     let (dir, out, final_fraction, bootstrap, acc_norm, tasks) = match Cli::parse().command {
         Command::Report { dir, out, final_fraction, bootstrap, acc_norm, tasks } => (dir, out, final_fraction, bootstrap, acc_norm, tasks),
+        Command::Suite { dir } => {
+            let models = analysis::external::pythia_models(&dir)?;
+            print!("{}", analysis::external::render(&models));
+            return Ok(());
+        }
         Command::Compare { run, bootstrap } => {
             check_options(0.2, bootstrap)?;
             let opts = analysis::Options { bootstrap, ..Default::default() };

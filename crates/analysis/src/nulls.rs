@@ -122,7 +122,7 @@ const TIE_TOLERANCE: f64 = 1e-10;
 /// Signs are independent across transitions too, although consecutive differences share a
 /// checkpoint: under pure example churn at constant accuracy (consecutive score changes then
 /// correlated -1/2) the null understates the MTV's spread, and the trail-level test rejects about
-/// 8% of trails at nominal 5% (measured in tests/simulations.rs); the null mean stays exact.
+/// 8% of trails at nominal 5% (measured in tests/nulls_simulations.rs); the null mean stays exact.
 pub fn sign_flip_null(values: ndarray::ArrayView2<f64>, draws: usize, seed: u64) -> Option<PairedNull> {
     sign_flip_null_impl(values, draws, seed, true)
 }

@@ -51,7 +51,7 @@ fn ci(lo: Option<f64>, hi: Option<f64>) -> String {
 pub fn render(metrics: &[TaskMetrics], window: &str, primary: &str) -> String {
     let mut s = String::new();
     writeln!(s, "window: {window}, metric: {primary}").unwrap();
-    writeln!(s, "{:<22} {:>5} {:>4} {:>6} {:>15} {:>6} {:>6} {:>17} {:>6} {:>6} {:>5} {:>6} {:>6} {:>6}", "task", "ckpts", "n", "final", "final 95% CI", "chance", "MTV", "MTV 95% CI", "null", "p", "sig", "flip", "IS", "optim").unwrap();
+    writeln!(s, "{:<22} {:>5} {:>4} {:>6} {:>15} {:>6} {:>6} {:>17} {:>6} {:>6} {:>5} {:>6} {:>6} {:>6} {:>6}", "task", "ckpts", "n", "final", "final 95% CI", "chance", "MTV", "MTV 95% CI", "null", "p", "sig", "flip", "IS", "optim", "noise").unwrap();
     for m in metrics.iter().filter(|m| m.window == window && m.metric == primary) {
         let mci = match (m.mtv_ci_low, m.mtv_ci_high, m.mtv_interval.as_deref()) {
             (_, Some(b), Some("upper bound")) => format!("<= {b:.3}"),
@@ -60,7 +60,7 @@ pub fn render(metrics: &[TaskMetrics], window: &str, primary: &str) -> String {
         let null = m.null_ratio.or(m.binomial_bound_ratio).filter(|r| r.is_finite()).map_or("-".into(), |r| format!("{r:.2}x{}", if m.null_ratio.is_none() { "*" } else { "" }));
         writeln!(
             s,
-            "{:<22} {:>5} {:>4} {:>6.3} {:>15} {:>6} {:>6.3} {:>17} {:>6} {:>6} {:>5} {:>6} {:>6} {:>6}",
+            "{:<22} {:>5} {:>4} {:>6.3} {:>15} {:>6} {:>6.3} {:>17} {:>6} {:>6} {:>5} {:>6} {:>6} {:>6} {:>6}",
             m.task,
             m.checkpoints,
             m.examples.map_or("-".into(), |n| n.to_string()),
@@ -75,13 +75,14 @@ pub fn render(metrics: &[TaskMetrics], window: &str, primary: &str) -> String {
             f(m.mean_flip_rate),
             f(m.mean_instability),
             m.selection_optimism.map_or("-".into(), |v| format!("{v:+.3}")),
+            m.relative_std.map_or("-".into(), |v| format!("{v:.3}")),
         )
         .unwrap();
     }
     let others: Vec<&TaskMetrics> = metrics.iter().filter(|m| m.window == window && m.metric != primary).collect();
     if !others.is_empty() {
         writeln!(s, "other metrics ({window}):").unwrap();
-        writeln!(s, "{:<22} {:<13} {:>8} {:>8} {:>17} {:>6} {:>6} {:>8} {:>7}", "task", "metric", "final", "MTV", "MTV 95% CI", "null", "p", "rel sd", "ex MTV").unwrap();
+        writeln!(s, "{:<22} {:<13} {:>8} {:>8} {:>17} {:>6} {:>6} {:>8} {:>7}", "task", "metric", "final", "MTV", "MTV 95% CI", "null", "p", "noise", "ex MTV").unwrap();
         for m in others {
             let mci = match (m.mtv_ci_low, m.mtv_ci_high, m.mtv_interval.as_deref()) {
                 (_, Some(b), Some("upper bound")) => format!("<= {b:.4}"),
@@ -94,7 +95,7 @@ pub fn render(metrics: &[TaskMetrics], window: &str, primary: &str) -> String {
     s
 }
 
-pub const LEGEND: &str = "n: examples; final 95% CI: bootstrap over examples; chance: uniform guessing; MTV: mean |score change| between consecutive checkpoints, its 95% CI bias-corrected (two-sided where the paired null is rejected, else a one-sided upper bound); null: MTV / MTV of the paired sign-flip null (each discordant example's direction a fair coin; * = independent-binomial figure, a conservative upper bound on noise, where no per-example data exists); p: the null's p-value; sig: transitions significant (exact McNemar, Benjamini-Hochberg 5%); flip: mean example flip rate (example-level MTV); IS: mean instability score of outputs; optim: selection optimism (score on the half a checkpoint was picked on minus on the other half, 200 stratified splits); rel sd: sd / |mean| of the window's scores (the noise of Heineman et al.'s SNR).";
+pub const LEGEND: &str = "n: examples; final 95% CI: bootstrap over examples; chance: uniform guessing; MTV: mean |score change| between consecutive checkpoints, its 95% CI bias-corrected (two-sided where the paired null is rejected, else a one-sided upper bound); null: MTV / MTV of the paired sign-flip null (each discordant example's direction a fair coin; * = independent-binomial figure, a conservative upper bound on noise, where no per-example data exists); p: the null's p-value; sig: transitions significant (exact McNemar, Benjamini-Hochberg 5%); flip: mean example flip rate (example-level MTV); IS: mean instability score of outputs; optim: selection optimism (score on the half a checkpoint was picked on minus on the other half, 200 stratified splits); noise: sd / |mean| of the window's scores (the noise of Heineman et al.'s SNR; its signal needs several model sizes: `analysis suite` gives SNR and the size trend of a suite such as data/external/pythia-v1-zero-shot).";
 
 /// Analyses `input` and writes task_metrics / example_metrics (.parquet, .csv) and
 /// provenance.json into `out`, as one set (the folder is locked meanwhile).

@@ -128,7 +128,7 @@ fn alternating_real_changes_are_found() {
 }
 
 /// The size under pure churn measured precisely (4,000 trails, about 30 s): `cargo test --release
-/// --test simulations -- --ignored --nocapture`. Signs are drawn independently across
+/// --test nulls_simulations -- --ignored --nocapture`. Signs are drawn independently across
 /// transitions, while under churn consecutive differences share a checkpoint (their sums are
 /// correlated -1/2), so the MTV varies more than the null says and the size is above 5%.
 #[test]

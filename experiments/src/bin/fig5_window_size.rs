@@ -1,6 +1,8 @@
 //! Figure 5: fluctuation against the window size k, for averaging and ensembling, over the
 //! final-stage steps every variant shares: MTV of the task score, mean example flip rate
 //! (example-level MTV) and mean instability score (IS). Bold: mean over tasks; faint: each task.
+//! The smoothing baseline (k-moving average of the single checkpoints' scores) is drawn in the
+//! MTV panel, where it is defined; ensembling is the mean of the members' option distributions.
 
 use analysis::compare::StabilityRow;
 use anyhow::{bail, Result};
@@ -25,7 +27,7 @@ type Lines = Vec<(&'static str, Vec<Vec<(f64, f64)>>, Vec<(f64, f64)>)>;
 
 fn lines(rows: &[StabilityRow], i: usize) -> Lines {
     let tasks = task_names(rows.iter().map(|r| r.task.as_str()));
-    ["average", "ensemble"]
+    ["smoothing", "average", "ensemble"]
         .into_iter()
         .map(|method| {
             let mut ks: Vec<usize> = rows
@@ -63,7 +65,17 @@ fn lines(rows: &[StabilityRow], i: usize) -> Lines {
                 .collect();
             (method, per_task, means)
         })
+        // the smoothing baseline has no example-level measures
+        .filter(|(_, _, means): &(&str, Vec<Vec<(f64, f64)>>, Vec<(f64, f64)>)| means.iter().filter(|q| q.1.is_finite()).count() > 1)
         .collect()
+}
+
+fn label(method: &str) -> &str {
+    match method {
+        "ensemble" => "ensemble, mean of distributions",
+        "smoothing" => "smoothing baseline",
+        m => m,
+    }
 }
 
 struct Fig(Vec<Lines>);
@@ -117,7 +129,7 @@ impl Figure for Fig {
                 }
                 chart
                     .draw_series(LineSeries::new(means.clone(), c.stroke_width(4)))?
-                    .label(format!("{method} (mean over tasks)"))
+                    .label(format!("{} (mean over tasks)", label(method)))
                     .legend(move |(x, y)| {
                         PathElement::new(vec![(x, y), (x + 24, y)], c.stroke_width(4))
                     });

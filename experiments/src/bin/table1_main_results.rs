@@ -2,6 +2,9 @@
 //! variant shares, the mean score, the example-level MTV (flip rate of 0/1 correctness) and the
 //! instability score (IS) of single checkpoints, of checkpoint averaging and of checkpoint
 //! ensembling, both over the largest window k they share. The lowest MTV and IS of a row are bold.
+//! A second table puts the MTV of the task score side by side for single checkpoints, the
+//! smoothing baseline (k-moving average of the single scores), averaging and ensembling (mean of
+//! the members' option distributions), all at the same k.
 
 use analysis::compare::StabilityRow;
 use anyhow::{bail, Context, Result};
@@ -34,6 +37,9 @@ fn main() -> Result<()> {
     let mut md_rows = vec![];
     let mut csv_rows = vec![];
     let mut columns: Vec<Vec<f64>> = vec![vec![]; 9];
+    let task_level = [("single", 1), ("smoothing", k), ("average", k), ("ensemble", k)];
+    let mut tl_rows: Vec<Vec<String>> = vec![];
+    let mut tl_columns: Vec<Vec<f64>> = vec![vec![]; 4];
     for task in task_names(rows.iter().map(|r| r.task.as_str())) {
         let found: Vec<&StabilityRow> = methods
             .iter()
@@ -58,10 +64,21 @@ fn main() -> Result<()> {
             c.push(*v);
         }
         md_rows.push(row(&format!("{task} ({})", found[0].checkpoints), &values));
+        // the task score's MTV of every method (the smoothing baseline may be missing when the
+        // single checkpoints before the shared positions are not all there)
+        let tl: Vec<Option<f64>> = task_level
+            .iter()
+            .map(|(m, k)| rows.iter().find(|r| r.task == task && r.method == *m && r.k == *k).map(|r| r.mtv))
+            .collect();
+        for (c, v) in tl_columns.iter_mut().zip(&tl) {
+            c.extend(*v);
+        }
+        tl_rows.push(std::iter::once(task.clone()).chain(tl.iter().map(|v| v.map_or("-".into(), |v| format!("{v:.4}")))).collect());
         csv_rows.push(
             std::iter::once(task.clone())
                 .chain(std::iter::once(found[0].checkpoints.to_string()))
                 .chain(values.iter().map(|v| format!("{v:.6}")))
+                .chain(tl.iter().map(|v| v.map_or(String::new(), |v| format!("{v:.6}"))))
                 .collect(),
         );
     }
@@ -80,6 +97,7 @@ fn main() -> Result<()> {
         ["mean".to_string(), String::new()]
             .into_iter()
             .chain(means.iter().map(|v| format!("{v:.6}")))
+            .chain(tl_columns.iter().map(|c| if c.len() == columns[0].len() { format!("{:.6}", mean(c)) } else { String::new() }))
             .collect(),
     );
 
@@ -98,7 +116,11 @@ fn main() -> Result<()> {
         &format!("{ke}: IS"),
     ];
     let mut md = markdown_table(&header, &md_rows);
-    md += &format!("\nScore: mean accuracy over the final-stage steps; MTV: mean over examples of the example-level mean total variation (the flip rate of 0/1 correctness); IS: mean instability score (exact match of the chosen option). Run `{}`.\n", run.dir.display());
+    md += &format!("\nScore: mean accuracy over the final-stage steps; MTV: mean over examples of the example-level mean total variation (the flip rate of 0/1 correctness); IS: mean instability score (exact match of the chosen option). Ensembling: mean of the members' option distributions. Run `{}`.\n", run.dir.display());
+    let n = tl_rows.len();
+    tl_rows.push(std::iter::once(format!("**mean of {n} tasks**")).chain(tl_columns.iter().map(|c| if c.len() == n { format!("{:.4}", mean(c)) } else { "-".into() })).collect());
+    md += &format!("\nMTV of the task score (accuracy) over the same steps, single checkpoints beside the smoothing baseline of the same window (k-moving average of the single scores: what window overlap alone gives):\n\n");
+    md += &markdown_table(&["task", "single", &format!("smoothing k={k}"), &format!("average k={k}"), &format!("ensemble k={k}")], &tl_rows);
     let csv_header = [
         "task",
         "checkpoints",
@@ -111,6 +133,10 @@ fn main() -> Result<()> {
         "ensemble_score",
         "ensemble_mtv",
         "ensemble_is",
+        "single_task_mtv",
+        "smoothing_task_mtv",
+        "average_task_mtv",
+        "ensemble_task_mtv",
     ];
     Output::new(&args.out, "table1_main_results")?.table(
         &md,

@@ -19,10 +19,11 @@ fn main() -> Result<()> {
         .into_iter()
         .find(|k| st.iter().any(|r| r.method == "average" && r.k == *k) && st.iter().any(|r| r.method == "ensemble" && r.k == *k))
         .context("analysis/stability.csv: averaging and ensembling share no window k")?;
-    let k_small = st.iter().filter(|r| r.method == "ensemble" && r.k > 1).map(|r| r.k).min().unwrap_or(k);
+    let small = |method: &str| st.iter().filter(|r| r.method == method && r.k > 1).map(|r| r.k).min().unwrap_or(k);
+    let windows = claims::Windows { k, ensemble_small: small("ensemble"), average_small: small("average") };
     let models = experiments::pythia_models(&args.pythia, &run)?;
     let trend = experiments::pythia_size_trend(&models);
-    let cs = claims::claims(&tm, &diffs, k, k_small, trend.pooled.as_ref(), (trend.smallest, trend.largest));
+    let cs = claims::claims(&tm, &diffs, windows, trend.pooled.as_ref(), (trend.smallest, trend.largest));
 
     let header = ["", "claim of the study", "rule (decided before the data is read)", "estimate", "interval", "verdict", "n for 80% power", "command"];
     let row = |c: &claims::Claim, command: String| {

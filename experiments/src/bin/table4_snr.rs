@@ -1,9 +1,10 @@
 //! Table 4: signal-to-noise ratio per task (Heineman et al. 2025, "Signal and Noise", arXiv
-//! 2508.13144). Signal: the relative dispersion of the final scores of the Pythia sizes (70M to
-//! 12B), max |m_j - m_k| / mean; noise: the relative standard deviation of each size's scores over
-//! its final 20% of checkpoints, averaged over sizes; SNR = signal / noise. Our run has one size,
-//! so it gives the noise only, per metric (accuracy and the continuous metrics), beside its
-//! checkpoint-to-checkpoint MTV; the seed-to-seed spread joins it when the study has seeds.
+//! 2508.13144), computed by `analysis::external::snr_rows`. Signal: the relative dispersion of
+//! the final scores of the Pythia sizes (70M to 12B), max |m_j - m_k| / mean; noise: the relative
+//! standard deviation of each size's scores over its final 20% of checkpoints, averaged over
+//! sizes; SNR = signal / noise, for acc and acc_norm. Our run has one size, so it gives the noise
+//! only, per metric (accuracy and the continuous metrics), beside its checkpoint-to-checkpoint
+//! MTV; the seed-to-seed spread joins it when the study has seeds.
 
 use anyhow::Result;
 use clap::Parser;
@@ -15,20 +16,11 @@ fn main() -> Result<()> {
     let models = pythia_models(&args.pythia, &run)?;
     let header = ["source", "task", "metric", "signal", "noise", "SNR", "final-stage MTV"];
     let mut rows: Vec<Vec<String>> = vec![];
-    for (t, task) in PYTHIA_TASKS.iter().enumerate() {
-        let windows: Vec<Vec<f64>> = models
-            .iter()
-            .map(|m| {
-                let (_, a, _) = experiments::curve(&m.rows, task);
-                let w = analysis::metrics::final_window(a.len(), 0.2, 3);
-                a[w].to_vec()
-            })
-            .collect();
-        let refs: Vec<&[f64]> = windows.iter().map(Vec::as_slice).collect();
-        let mtv = experiments::mean(&models.iter().map(|m| m.last[t].mtv).collect::<Vec<_>>());
-        if let Some(s) = analysis::snr::snr(&refs) {
-            rows.push(vec![format!("Pythia, {} sizes", models.len()), task.to_string(), "acc".into(), format!("{:.3}", s.signal), format!("{:.4}", s.noise), format!("{:.1}", s.snr), format!("{mtv:.4}")]);
-        }
+    for r in analysis::external::snr_rows(&models) {
+        // the mean final-stage MTV of the sizes is of accuracy (the results files' task metric)
+        let t = PYTHIA_TASKS.iter().position(|t| *t == r.task).expect("snr_rows names PYTHIA_TASKS");
+        let mtv = if r.metric == "acc" { format!("{:.4}", experiments::mean(&models.iter().map(|m| m.last[t].mtv).collect::<Vec<_>>())) } else { "-".into() };
+        rows.push(vec![format!("Pythia, {} sizes", r.sizes), r.task, r.metric.into(), format!("{:.3}", r.snr.signal), format!("{:.4}", r.snr.noise), format!("{:.1}", r.snr.snr), mtv]);
     }
     for m in run.task_metrics_all()?.iter().filter(|m| m.window == "final") {
         rows.push(vec![
@@ -42,6 +34,6 @@ fn main() -> Result<()> {
         ]);
     }
     let mut md = markdown_table(&header, &rows);
-    md += "\nSignal: relative dispersion of the final scores across model sizes; noise: sd / |mean| of a model's scores over its final 20% of checkpoints (mean over sizes); SNR = signal / noise (Heineman et al. 2025). A benchmark with a low SNR cannot rank the sizes from one checkpoint. One size is trained here, so our rows give the noise only.\n";
+    md += "\nSignal: relative dispersion of the final scores across model sizes; noise: sd / |mean| of a model's scores over its final 20% of checkpoints (mean over sizes); SNR = signal / noise (Heineman et al. 2025). A benchmark with a low SNR cannot rank the sizes from one checkpoint. One size is trained here, so our rows give the noise only (SNR needs several sizes).\n";
     Output::new(&args.out, "table4_snr")?.table(&md, &csv_text(&header, &rows)?, &run)
 }

@@ -30,10 +30,18 @@ import numpy as np
 import pandas as pd
 
 
-def sh(*cmd, **kw):
-    print("$ " + " ".join(str(c) for c in cmd), flush=True)
+def sh(*cmd, log=None):
+    """Runs a command, printed first; with `log`, its output goes there (shown if it fails)."""
+    print("$ " + " ".join(str(c) for c in cmd) + (f"   > {log}" if log else ""), flush=True)
     t = time.time()
-    subprocess.run([str(c) for c in cmd], check=True, **kw)
+    if log is None:
+        subprocess.run([str(c) for c in cmd], check=True)
+    else:
+        with open(log, "w") as f:
+            r = subprocess.run([str(c) for c in cmd], stdout=f, stderr=subprocess.STDOUT)
+        if r.returncode != 0:
+            sys.stderr.write(Path(log).read_text()[-6000:])
+            fail(f"{cmd[0]} exited with {r.returncode} (log: {log})")
     return time.time() - t
 
 
@@ -119,14 +127,15 @@ def main():
         f"task: {name}\ndataset_path: json\ndataset_kwargs:\n  data_files:\n    validation: {data}\n"
         "validation_split: validation\noutput_type: multiple_choice\n"
         "doc_to_text: context\ndoc_to_choice: choices\ndoc_to_target: gold\ntarget_delimiter: \" \"\n"
-        "metric_list:\n  - metric: acc\n  - metric: acc_norm\n"
+        "metric_list:\n  - metric: acc\n    aggregation: mean\n    higher_is_better: true\n"
+        "  - metric: acc_norm\n    aggregation: mean\n    higher_is_better: true\n"
     )
     out = work / "lm_eval"
     shutil.rmtree(out, ignore_errors=True)
     t = time.time()
     for s in steps:
         sh(Path(sys.executable).parent / "lm_eval", "--model", "hf", "--model_args", f"pretrained={hf / f'step_{s:06d}'},dtype=float32", "--device", "cpu", "--batch_size", "16",
-           "--include_path", lm_tasks, "--tasks", name, "--log_samples", "--output_path", out)
+           "--include_path", lm_tasks, "--tasks", name, "--log_samples", "--output_path", out, log=work / f"lm_eval-step_{s:06d}.log")
     timings["lm_eval"] = time.time() - t
 
     # 4. the analysis and the remedies on the folders

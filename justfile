@@ -24,6 +24,16 @@ setup:
         python3 -m venv .venv && .venv/bin/pip install --quiet --disable-pip-version-check torch=={{torch}} numpy pandas pyarrow safetensors; \
     fi
 
+# add lm-evaluation-harness (and transformers) to .venv, pinned, with torch kept at {{torch}}
+# (scripts/constraints-torch.txt); used only by `just interop` and its tests
+setup-interop: setup
+    @if .venv/bin/python -c 'import importlib.metadata as m, sys; sys.exit(m.version("lm_eval") != "0.4.13" or m.version("transformers") != "5.25.0")' 2>/dev/null; then \
+        echo "venv ok: lm_eval 0.4.13, transformers 5.25.0"; \
+    else \
+        .venv/bin/pip install --quiet --disable-pip-version-check -c scripts/constraints-torch.txt "lm-eval[hf]==0.4.13" "transformers==5.25.0"; \
+    fi
+    @.venv/bin/python -c 'import torch, sys; sys.exit(torch.__version__.split("+")[0] != "{{torch}}")' || { echo "error: installing lm-eval changed torch; tch needs torch=={{torch}}" >&2; exit 1; }
+
 # build every crate (release)
 build: setup
     cargo build --release --workspace --all-targets
@@ -149,6 +159,19 @@ _paper size:
 notebooks size="default": setup
     @.venv/bin/python -c 'import nbclient, nbformat, ipykernel, matplotlib' 2>/dev/null || .venv/bin/pip install --quiet --disable-pip-version-check nbclient==0.11.0 nbformat==5.11.1 ipykernel==7.4.0 matplotlib==3.11.2
     .venv/bin/python notebooks/run.py runs/{{size}}
+
+# parity with transformers and lm_eval on 3 checkpoints of the smoke run (README "Your own run"):
+# export them to Hugging Face folders, run the real lm_eval on them with a local task made of the
+# examples `lm eval` scored, then `analysis report`, `integrate average` and `integrate ensemble`
+# on the folders; prints max logit difference, decision agreement and MTV agreement, fails if off
+interop task="arc_easy" steps="100,150,200" examples="200": setup-interop data
+    #!/usr/bin/env bash
+    set -euo pipefail
+    export HF_HUB_OFFLINE=1 HF_DATASETS_OFFLINE=1 TOKENIZERS_PARALLELISM=false
+    t0=$SECONDS
+    {{lm}} train --config configs/smoke.toml --quiet
+    .venv/bin/python scripts/interop.py --run runs/smoke --work runs/interop --task {{task}} --steps {{steps}} --examples {{examples}}
+    echo "== interop took $((SECONDS - t0)) s"
 
 # the Pythia runs vendored in data/external, task level (results files have no per-example
 # data): `just pythia 160m` reports one size, `just pythia` every size, then the suite's SNR and

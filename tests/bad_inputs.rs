@@ -293,6 +293,57 @@ fn every_bad_input_is_refused_with_a_clear_error_and_nothing_written() {
         same_tree(&tree(&d.join("out")), &before, c.name);
     }
 
+    // lm-evaluation-harness output folders (OUT/<model>/results_<ts>.json, samples_<task>_<ts>.jsonl)
+    let lm_eval_tree = |d: &Path, model: &str, args: &str, samples: &str| {
+        let f = d.join("OUT").join(model);
+        std::fs::create_dir_all(&f).unwrap();
+        std::fs::write(f.join("results_2024-01-01T00-00-00.1.json"), format!("{{\"results\": {{\"t\": {{\"acc,none\": 0.5}}}}, \"config\": {{\"model_args\": {args}}}}}")).unwrap();
+        if !samples.is_empty() {
+            std::fs::write(f.join("samples_t_2024-01-01T00-00-00.1.jsonl"), samples).unwrap();
+        }
+    };
+    let line = r#"{"doc_id": 0, "target": 0, "filtered_resps": [["-1.0", "False"], ["-2.0", "False"]]}"#;
+    for (name, trees, names, extra) in [
+        ("malformed samples line", vec![("m", r#""pretrained=m,revision=step1""#, format!("{line}\n{{\"doc_id\": 1, \"tar"))], "samples_t_2024-01-01T00-00-00.1.jsonl:2", vec![]),
+        ("sample target outside the options", vec![("m", r#""pretrained=m,revision=step1""#, line.replace("\"target\": 0", "\"target\": 5"))], "samples_t_2024-01-01T00-00-00.1.jsonl:1", vec![]),
+        ("one step in two runs", vec![("a", r#"{"pretrained": "a", "revision": "step3"}"#, String::new()), ("b", r#"{"pretrained": "runs/step_3"}"#, String::new())], "step 3", vec![]),
+        ("model_args naming two steps", vec![("a", r#""pretrained=ckpt/step_4,revision=step5""#, String::new())], "results_2024-01-01T00-00-00.1.json", vec![]),
+        ("model_args naming no step", vec![("a", r#"{"pretrained": "org/model"}"#, String::new())], "--step-map", vec![]),
+        ("step regex without a group", vec![("a", r#"{"pretrained": "org/model"}"#, String::new())], "--step-from", vec!["--step-from".to_string(), "step\\d+".to_string()]),
+    ] {
+        let d = dir();
+        for (model, args, samples) in &trees {
+            lm_eval_tree(&d, model, args, samples);
+        }
+        let mut args = vec!["report".into(), s(&d.join("OUT")), "--out".into(), s(&d.join("out"))];
+        args.extend(extra);
+        cases.push(Case { name, bin: "analysis", args, names: names.into(), out: d.join("out") });
+    }
+    {
+        let d = dir();
+        lm_eval_tree(&d, "m", r#""pretrained=m,revision=step1""#, line);
+        cases.push(Case { name: "ensemble of lm-eval folders without --out", bin: "integrate", args: vec!["ensemble".into(), "--eval".into(), s(&d.join("OUT")), "--windows".into(), "1".into()], names: "--out is required".into(), out: d.join("OUT/m/k1") });
+        let d = dir();
+        lm_eval_tree(&d, "m", r#""pretrained=m,revision=step1""#, "");
+        cases.push(Case { name: "ensemble of lm-eval folders without samples", bin: "integrate", args: vec!["ensemble".into(), "--eval".into(), s(&d.join("OUT")), "--out".into(), s(&d.join("out"))], names: "--log_samples".into(), out: d.join("out") });
+    }
+
+    // lm export: the checkpoint is verified before anything is written
+    {
+        let d = dir();
+        let mut w = weights.clone();
+        let mid = w.len() / 2;
+        w[mid] ^= 0xff;
+        let c = one_ckpt(&d, &w, &sidecar);
+        cases.push(Case { name: "export of weights not matching their sidecar", bin: "lm", args: vec!["export".into(), s(&c.join("step_000005.json")), s(&d.join("out"))], names: "step_000005.safetensors".into(), out: d.join("out") });
+        let d = dir();
+        let c = one_ckpt(&d, &weights, &sidecar);
+        cases.push(Case { name: "export of optimizer state", bin: "lm", args: vec!["export".into(), s(&c.join("step_000005.optim.safetensors")), s(&d.join("out"))], names: "optimizer".into(), out: d.join("out") });
+        let d = dir();
+        let c = one_ckpt(&d, &weights, &sidecar);
+        cases.push(Case { name: "export with another tokenizer", bin: "lm", args: vec!["export".into(), s(&c.join("step_000005.json")), s(&d.join("out")), "--tokenizer".into(), m.s("tok2.json")], names: "tokenizer".into(), out: d.join("out") });
+    }
+
     let mut refused_count = 0;
     for c in &cases {
         let args: Vec<&str> = c.args.iter().map(String::as_str).collect();

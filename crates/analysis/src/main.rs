@@ -11,13 +11,29 @@ struct Cli {
 
 #[derive(Subcommand)]
 enum Command {
-    /// Analyse a run folder (runs/<name>, with eval/tasks.parquet) or a folder of
-    /// lm-evaluation-harness results JSON files (one per checkpoint, `..._step<N>.json`).
+    /// Analyse a run folder (runs/<name>, with eval/tasks.parquet), or lm-evaluation-harness
+    /// outputs: one or more folders as `lm_eval --output_path OUT [--log_samples]` writes them
+    /// (OUT/<model>/results_<ts>.json, samples_<task>_<ts>.jsonl), results or samples files,
+    /// flat folders of results files (`..._step<N>.json`), or glob patterns.
+    ///
+    /// The step of each run comes from, in order: --step-from over its path, config.model_args
+    /// (revision=step<N>, or step<N> / step_<N> in the pretrained= path), --step-map, and
+    /// step<N> in the file name. A (step, task) run again in one folder keeps the newest
+    /// timestamp (said on stderr and in provenance.json); in two folders it is refused.
     Report {
-        dir: PathBuf,
-        /// Output folder [default: <dir>/analysis for runs; required for read-only harness folders].
+        #[arg(required = true, value_name = "INPUT")]
+        inputs: Vec<PathBuf>,
+        /// Output folder [default: <run>/analysis for a run; required for lm-evaluation-harness
+        /// outputs, which are never written into].
         #[arg(long)]
         out: Option<PathBuf>,
+        /// A regular expression over each results file's path whose one capture group is the
+        /// checkpoint step, e.g. 'ckpt-(\d+)/'.
+        #[arg(long, value_name = "REGEX")]
+        step_from: Option<String>,
+        /// A CSV of `path,step` rows: a results file, a folder above it, or a pretrained= value.
+        #[arg(long, value_name = "FILE")]
+        step_map: Option<PathBuf>,
         /// Fraction of the last checkpoints that form the `final` window.
         #[arg(long, default_value_t = 0.2)]
         final_fraction: f64,
@@ -55,8 +71,8 @@ fn check_options(final_fraction: f64, bootstrap: usize) -> anyhow::Result<()> {
 }
 
 fn main() -> anyhow::Result<()> {
-    let (dir, out, final_fraction, bootstrap, acc_norm, tasks) = match Cli::parse().command {
-        Command::Report { dir, out, final_fraction, bootstrap, acc_norm, tasks } => (dir, out, final_fraction, bootstrap, acc_norm, tasks),
+    let (inputs, out, step_from, step_map, final_fraction, bootstrap, acc_norm, tasks) = match Cli::parse().command {
+        Command::Report { inputs, out, step_from, step_map, final_fraction, bootstrap, acc_norm, tasks } => (inputs, out, step_from, step_map, final_fraction, bootstrap, acc_norm, tasks),
         Command::Suite { dir } => {
             let models = analysis::external::pythia_models(&dir)?;
             print!("{}", analysis::external::render(&models));
@@ -89,13 +105,21 @@ fn main() -> anyhow::Result<()> {
         }
     };
     check_options(final_fraction, bootstrap)?;
-    let mut input = analysis::report::load_input(&dir)?;
+    let rule = records::harness::StepRule::new(step_from.as_deref(), step_map.as_deref())?;
+    let mut input = analysis::report::load_inputs(&inputs, &rule)?;
+    for n in &input.notices {
+        eprintln!("note: {n}");
+    }
+    let out = match out {
+        Some(o) => o,
+        None if !input.harness => inputs[0].join("analysis"),
+        None => anyhow::bail!("--out is required for lm-evaluation-harness outputs (the analysis is not written into them)"),
+    };
     if !tasks.is_empty() {
         let keep = |t: &str| tasks.iter().any(|k| t.contains(k.as_str()));
         input.tasks.retain(|r| keep(&r.task));
         input.examples.retain(|r| keep(&r.task));
     }
-    let out = out.unwrap_or_else(|| dir.join("analysis"));
     let opts = analysis::Options { final_fraction, bootstrap, use_acc_norm: acc_norm, ..Default::default() };
     let (tm, _) = analysis::report::write(&input, &out, &opts)?;
     let primary = opts.primary().name();

@@ -1,5 +1,5 @@
-//! `analysis report`: reads a run's evaluation tables (or a folder of lm-evaluation-harness
-//! results files), writes the metric tables as parquet and CSV with their provenance, and renders
+//! `analysis report`: reads a run's evaluation tables (or lm-evaluation-harness output folders:
+//! results and per-example samples), writes the metric tables as parquet and CSV with their provenance, and renders
 //! a readable summary.
 
 use anyhow::{Context, Result};
@@ -14,11 +14,14 @@ pub struct Input {
     pub tasks: Vec<TaskRecord>,
     pub examples: Vec<ExampleRecord>,
     pub sources: Vec<PathBuf>,
+    /// lm-evaluation-harness outputs (not a run's tables)
+    pub harness: bool,
+    /// what the reader set aside and why (older reruns, tasks without per-example data)
+    pub notices: Vec<String>,
 }
 
-/// A run folder (`<run>/eval/tasks.parquet`, `<run>/eval/examples.parquet`), an eval folder
-/// itself, or a folder of lm-evaluation-harness results JSON files (task level only).
-pub fn load_input(dir: &Path) -> Result<Input> {
+/// A run's tables: `<dir>/eval/tasks.parquet` (and `examples.parquet`), or an eval folder itself.
+fn run_tables(dir: &Path) -> Result<Option<Input>> {
     for eval in [dir.join("eval"), dir.to_path_buf()] {
         let t = eval.join("tasks.parquet");
         if t.is_file() {
@@ -28,11 +31,29 @@ pub fn load_input(dir: &Path) -> Result<Input> {
             if e.is_file() {
                 sources.push(e);
             }
-            return Ok(Input { tasks: records::read_tasks(&t)?, examples, sources });
+            return Ok(Some(Input { tasks: records::read_tasks(&t)?, examples, sources, harness: false, notices: Vec::new() }));
         }
     }
-    let tasks = records::harness::read_results_dir(dir).with_context(|| format!("{}: neither a run with eval/tasks.parquet nor a folder of harness results", dir.display()))?;
-    Ok(Input { tasks, examples: Vec::new(), sources: vec![dir.to_path_buf()] })
+    Ok(None)
+}
+
+/// A run folder (`<run>/eval/tasks.parquet`, `<run>/eval/examples.parquet`), an eval folder
+/// itself, or a folder of lm-evaluation-harness results (steps from model_args or the names).
+pub fn load_input(dir: &Path) -> Result<Input> {
+    load_inputs(&[dir.to_path_buf()], &records::harness::StepRule::default())
+}
+
+/// One run or eval folder, or lm-evaluation-harness outputs: results and samples files, folders
+/// as `lm_eval --output_path` writes them, globs ([`records::harness::load`]).
+pub fn load_inputs(inputs: &[PathBuf], rule: &records::harness::StepRule) -> Result<Input> {
+    if let [dir] = inputs {
+        if let Some(input) = run_tables(dir)? {
+            return Ok(input);
+        }
+    }
+    let what = inputs.iter().map(|p| p.display().to_string()).collect::<Vec<_>>().join(", ");
+    let l = records::harness::load(inputs, rule).with_context(|| format!("{what}: neither a run with eval/tasks.parquet nor lm-evaluation-harness outputs"))?;
+    Ok(Input { tasks: l.tasks, examples: l.examples, sources: l.sources, harness: true, notices: l.notices })
 }
 
 fn f(v: Option<f64>) -> String {
@@ -115,7 +136,7 @@ pub fn write(input: &Input, out: &Path, opts: &Options) -> Result<(Vec<TaskMetri
         records::stage_frame(&mut set, "example_metrics.csv", &mut df)?;
     }
     let provenance = serde_json::json!({
-        "inputs": input.sources, "options": {"final_fraction": opts.final_fraction, "bootstrap": opts.bootstrap, "noise_sims": opts.noise_sims, "splits": opts.splits, "seed": opts.seed, "acc_norm": opts.use_acc_norm},
+        "inputs": input.sources, "notices": input.notices, "options": {"final_fraction": opts.final_fraction, "bootstrap": opts.bootstrap, "noise_sims": opts.noise_sims, "splits": opts.splits, "seed": opts.seed, "acc_norm": opts.use_acc_norm},
         "threads": rayon::current_num_threads(), "host": output::provenance::host(),
         "git_commit": output::provenance::git_commit(),
     });

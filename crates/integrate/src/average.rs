@@ -265,7 +265,15 @@ pub fn average_into(inputs: &[Checkpoint], weights: &[f64], acc: Accumulate, set
         written.push(target.clone());
     }
     if let Some(index) = &first.index {
-        set.write("model.safetensors.index.json", serde_json::to_string_pretty(index)?.as_bytes())?;
+        // the first input's index with its total size recomputed (other metadata kept)
+        let mut index = index.clone();
+        let total: usize = first.layout.values().map(|(_, _, r)| r.len()).sum();
+        if !index.get("metadata").is_some_and(serde_json::Value::is_object) {
+            index["metadata"] = serde_json::json!({});
+        }
+        index["metadata"]["total_size"] = serde_json::json!(total);
+        index["weight_map"] = serde_json::to_value(&first.weight_map)?;
+        set.write("model.safetensors.index.json", serde_json::to_string_pretty(&index)?.as_bytes())?;
         written.push("model.safetensors.index.json".into());
     }
     Ok(written)

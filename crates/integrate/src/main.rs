@@ -59,16 +59,27 @@ enum Command {
         #[arg(long)]
         out: Option<PathBuf>,
     },
-    /// Ensemble the k checkpoints ending at every step, from a run's stored per-option scores.
+    /// Ensemble the k checkpoints ending at every step, from stored per-option scores: a run's
+    /// eval folder, or lm-evaluation-harness outputs written with --log_samples (folders as
+    /// `lm_eval --output_path` writes them, samples files, globs; steps found as `analysis
+    /// report` finds them).
     Ensemble {
-        /// An eval folder with examples.parquet, e.g. runs/default/eval.
-        #[arg(long)]
-        eval: PathBuf,
+        /// An eval folder with examples.parquet (e.g. runs/default/eval), or one or more
+        /// lm-evaluation-harness output folders, files or glob patterns.
+        #[arg(long, required = true, num_args = 1..)]
+        eval: Vec<PathBuf>,
+        /// lm-evaluation-harness inputs: a regex whose one capture group is the step.
+        #[arg(long, value_name = "REGEX")]
+        step_from: Option<String>,
+        /// lm-evaluation-harness inputs: a CSV of `path,step` rows.
+        #[arg(long, value_name = "FILE")]
+        step_map: Option<PathBuf>,
         #[arg(long, value_delimiter = ',', default_value = "1,2,4,8,16")]
         windows: Vec<usize>,
         #[arg(long, value_enum, default_value = "distribution")]
         rule: Rule,
-        /// Output folder [default: <eval>/../ensembled]; one subfolder k<k> per window.
+        /// Output folder [default: <eval>/../ensembled for a run; required for
+        /// lm-evaluation-harness inputs]; one subfolder k<k> per window.
         #[arg(long)]
         out: Option<PathBuf>,
     },
@@ -207,17 +218,43 @@ fn main() -> Result<()> {
             bar.finish();
             println!("{}: {w} averaged checkpoints written, {k} up to date", out.display());
         }
-        Command::Ensemble { eval, windows, rule, out } => {
-            let out = out.unwrap_or_else(|| eval.parent().unwrap_or(&eval).join("ensembled"));
+        Command::Ensemble { eval, windows, rule, out, step_from, step_map } => {
             if windows.contains(&0) {
                 bail!("--windows: window sizes must be at least 1");
             }
-            let src = eval.join("examples.parquet");
-            let rows = records::read_examples(&src).with_context(|| format!("{}: run `lm eval` first", src.display()))?;
-            if rows.is_empty() {
-                bail!("{}: no example rows", src.display());
-            }
-            let src_sha = integrate::sha256_file(&src)?;
+            // one folder with a run's tables (or nothing lm-eval wrote) is a run's eval folder
+            let run_eval = match eval.as_slice() {
+                [e] if e.join("examples.parquet").is_file() || e.join("tasks.parquet").is_file() || !records::harness::is_harness_output(e) => Some(e.clone()),
+                _ => None,
+            };
+            let (rows, input) = match &run_eval {
+                Some(e) => {
+                    let src = e.join("examples.parquet");
+                    let rows = records::read_examples(&src).with_context(|| format!("{}: run `lm eval` first", src.display()))?;
+                    if rows.is_empty() {
+                        bail!("{}: no example rows", src.display());
+                    }
+                    let sha = integrate::sha256_file(&src)?;
+                    (rows, serde_json::json!({"input": src, "input_sha256": sha}))
+                }
+                None => {
+                    let step_rule = records::harness::StepRule::new(step_from.as_deref(), step_map.as_deref())?;
+                    let l = records::harness::load(&eval, &step_rule)?;
+                    for n in &l.notices {
+                        eprintln!("note: {n}");
+                    }
+                    if l.examples.is_empty() {
+                        bail!("{}: no per-example samples of a multiple-choice task; run lm_eval with --log_samples", eval.iter().map(|p| p.display().to_string()).collect::<Vec<_>>().join(", "));
+                    }
+                    let files: Vec<serde_json::Value> = l.sources.iter().map(|f| Ok(serde_json::json!({"path": f, "sha256": integrate::sha256_file(f)?}))).collect::<Result<_>>()?;
+                    (l.examples, serde_json::json!({"inputs": files, "notices": l.notices}))
+                }
+            };
+            let out = match (out, &run_eval) {
+                (Some(o), _) => o,
+                (None, Some(e)) => e.parent().unwrap_or(e).join("ensembled"),
+                (None, None) => bail!("--out is required for lm-evaluation-harness inputs (nothing is written into them)"),
+            };
             let lock = output::FolderLock::acquire(&out, "integrate ensemble")?;
             for k in windows {
                 let e = ensemble::ensemble_rows(&rows, k, rule)?;
@@ -226,7 +263,10 @@ fn main() -> Result<()> {
                 let mut tf = records::tasks_frame(&records::summarise(&e)?)?;
                 records::stage_frame(&mut set, "tasks.parquet", &mut tf)?;
                 records::stage_frame(&mut set, "tasks.csv", &mut tf)?;
-                let prov = serde_json::json!({"method": "ensemble", "rule": rule, "k": k, "input": src, "input_sha256": src_sha, "git_commit": integrate::git_commit()});
+                let mut prov = serde_json::json!({"method": "ensemble", "rule": rule, "k": k, "git_commit": integrate::git_commit()});
+                for (key, v) in input.as_object().unwrap() {
+                    prov[key] = v.clone();
+                }
                 set.write("provenance.json", serde_json::to_string_pretty(&prov)?.as_bytes())?;
                 set.commit()?;
                 println!("{}: {} rows", out.join(format!("k{k}")).display(), e.len());

@@ -148,3 +148,65 @@ fn sharded_hugging_face_checkpoints_are_averaged_shard_by_shard() {
     let reopened = Checkpoint::open(&out).unwrap();
     assert_eq!(reopened.weight_map.len(), 2);
 }
+
+/// `integrate average` on Hugging Face folders as `save_pretrained` writes them (one
+/// model.safetensors): the output is a folder that loads the same way (the newest input's config
+/// and tokenizer files, weights under the same names) with its record; a sharded one gets an
+/// index with the shards' total size.
+#[test]
+fn the_command_averages_single_file_hugging_face_folders_into_a_folder() {
+    let dir = tempfile::tempdir().unwrap();
+    let mk = |name: &str, v: f64| {
+        let c = dir.path().join(name);
+        std::fs::create_dir_all(&c).unwrap();
+        write(&c.join("model.safetensors"), &[("model.embed_tokens.weight", Dtype::F32, vec![3, 2], vec![v; 6]), ("model.norm.weight", Dtype::F32, vec![2], vec![2.0 * v; 2])]);
+        std::fs::write(c.join("config.json"), format!("{{\"model_type\": \"llama\", \"name\": \"{name}\"}}")).unwrap();
+        std::fs::write(c.join("tokenizer.json"), format!("{{\"tok\": \"{name}\"}}")).unwrap();
+        std::fs::write(c.join("tokenizer_config.json"), "{}").unwrap();
+        std::fs::write(c.join("provenance.json"), "{}").unwrap();
+        c
+    };
+    let (a, b, c) = (mk("a", 1.0), mk("b", 2.0), mk("c", 6.0));
+    let out = dir.path().join("avg");
+    let run = |args: &[&std::ffi::OsStr]| std::process::Command::new(env!("CARGO_BIN_EXE_integrate")).args(args).output().unwrap();
+    let o = run(&["average".as_ref(), "--window".as_ref(), "3".as_ref(), a.as_os_str(), b.as_os_str(), c.as_os_str(), "-o".as_ref(), out.as_os_str()]);
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    assert_eq!(read(&out.join("model.safetensors"), "model.embed_tokens.weight").1, vec![3.0; 6]);
+    assert_eq!(read(&out.join("model.safetensors"), "model.norm.weight").1, vec![6.0; 2]);
+    assert_eq!(std::fs::read_to_string(out.join("config.json")).unwrap(), std::fs::read_to_string(c.join("config.json")).unwrap(), "the newest input's config");
+    assert_eq!(std::fs::read_to_string(out.join("tokenizer.json")).unwrap(), std::fs::read_to_string(c.join("tokenizer.json")).unwrap());
+    assert!(out.join("tokenizer_config.json").is_file());
+    assert!(!out.join("provenance.json").exists(), "an input's own provenance is not the average's");
+    let rec: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(out.join("integration.json")).unwrap()).unwrap();
+    assert_eq!(rec["recipe"]["inputs"].as_array().unwrap().len(), 3);
+    assert_eq!(rec["recipe"]["inputs"][0]["files"][0]["path"], a.join("model.safetensors").display().to_string());
+    let mut names: Vec<String> = std::fs::read_dir(&out).unwrap().flatten().map(|e| e.file_name().to_string_lossy().into_owned()).filter(|n| n != ".lock").collect();
+    names.sort();
+    assert_eq!(names, ["config.json", "integration.json", "model.safetensors", "tokenizer.json", "tokenizer_config.json"]);
+    // the output loads as a checkpoint again, and an output inside an input is refused
+    assert_eq!(Checkpoint::open(&out).unwrap().weight_map.len(), 2);
+    let o = run(&["average".as_ref(), "--window".as_ref(), "2".as_ref(), a.as_os_str(), b.as_os_str(), "-o".as_ref(), b.join("avg").as_os_str()]);
+    assert!(!o.status.success() && String::from_utf8_lossy(&o.stderr).contains("inside an input"), "{}", String::from_utf8_lossy(&o.stderr));
+}
+
+#[test]
+fn a_sharded_average_gets_a_rewritten_index() {
+    let dir = tempfile::tempdir().unwrap();
+    let mk = |name: &str, v: f64| {
+        let c = dir.path().join(name);
+        std::fs::create_dir_all(&c).unwrap();
+        write(&c.join("model-00001-of-00002.safetensors"), &[("a", Dtype::F32, vec![4], vec![v; 4])]);
+        write(&c.join("model-00002-of-00002.safetensors"), &[("b", Dtype::BF16, vec![2], vec![v; 2])]);
+        // an index with a wrong total size and extra metadata, as a hand-edited one may have
+        let index = serde_json::json!({"metadata": {"total_size": 1, "note": "kept"}, "weight_map": {"a": "model-00001-of-00002.safetensors", "b": "model-00002-of-00002.safetensors"}});
+        std::fs::write(c.join("model.safetensors.index.json"), index.to_string()).unwrap();
+        c
+    };
+    let out = dir.path().join("avg");
+    average(&open(&[mk("x", 1.0), mk("y", 3.0)]), &uniform(2), Accumulate::F64, &out).unwrap();
+    let index: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(out.join("model.safetensors.index.json")).unwrap()).unwrap();
+    assert_eq!(index["metadata"]["total_size"], 4 * 4 + 2 * 2);
+    assert_eq!(index["metadata"]["note"], "kept");
+    assert_eq!(index["weight_map"]["b"], "model-00002-of-00002.safetensors");
+    assert_eq!(read(&out.join("model-00002-of-00002.safetensors"), "b").1, vec![2.0; 2]);
+}

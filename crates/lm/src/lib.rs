@@ -9,10 +9,12 @@
 //! - [`train`]: the training loop with exact resumption.
 //! - [`score`]: log-likelihood scoring of (context, continuation) requests.
 //! - [`eval`]: downstream evaluation of every checkpoint, per-example records.
+//! - [`export`]: a checkpoint as a Hugging Face (Llama) folder; logits for parity checks.
 
 pub mod checkpoint;
 pub mod config;
 pub mod eval;
+pub mod export;
 pub mod model;
 pub mod optim;
 pub mod score;

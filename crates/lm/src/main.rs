@@ -68,6 +68,36 @@ enum Command {
         #[arg(long)]
         quiet: bool,
     },
+    /// Write a checkpoint as a Hugging Face folder (LlamaForCausalLM: config.json,
+    /// model.safetensors, tokenizer files, generation_config.json, provenance.json) that
+    /// transformers and `lm_eval --model hf` load with no custom code.
+    Export {
+        /// The checkpoint: its sidecar (step_N.json) or weights (step_N.safetensors).
+        checkpoint: PathBuf,
+        /// The folder to write (new or empty, unless --force).
+        out: PathBuf,
+        /// Tokenizer JSON [default: the one the checkpoint's config names]; its sha256 must match.
+        #[arg(long)]
+        tokenizer: Option<PathBuf>,
+        /// Replace what a non-empty OUT holds.
+        #[arg(long)]
+        force: bool,
+    },
+    /// Write the logits of a checkpoint on a text as JSON ({"tokens": [..], "logits": [[..]]}),
+    /// to compare with other implementations (`just interop`).
+    Logits {
+        /// The checkpoint: its sidecar (step_N.json) or weights (step_N.safetensors).
+        #[arg(long)]
+        checkpoint: PathBuf,
+        /// The text, tokenized with the run's tokenizer (its first `context` tokens are used).
+        #[arg(long)]
+        text: String,
+        #[arg(long)]
+        tokenizer: Option<PathBuf>,
+        /// The JSON file to write.
+        #[arg(long)]
+        out: PathBuf,
+    },
     /// Print the parameter count and FLOPs per token of a config.
     Info {
         #[arg(long)]
@@ -117,6 +147,16 @@ fn main() -> Result<()> {
                 s.scoring_s,
                 (s.scored * s.examples_per_checkpoint) as f64 / s.scoring_s.max(1e-9)
             );
+        }
+        Command::Export { checkpoint, out, tokenizer, force } => {
+            let e = lm::export::export(&checkpoint, &out, tokenizer.as_deref(), force)?;
+            println!("{}: step {} as a Hugging Face LlamaForCausalLM folder ({} tensors; {})", out.display(), e.step, e.tensors, e.files.join(", "));
+        }
+        Command::Logits { checkpoint, text, tokenizer, out } => {
+            let (tokens, logits) = lm::export::logits(&checkpoint, &text, tokenizer.as_deref())?;
+            let v = serde_json::json!({"checkpoint": checkpoint, "text": text, "tokens": tokens, "logits": logits});
+            output::write_atomic(&out, serde_json::to_string(&v)?.as_bytes())?;
+            println!("{}: logits of {} tokens x {} classes", out.display(), tokens.len(), logits.first().map_or(0, Vec::len));
         }
         Command::Info { config } => {
             let cfg = Config::load(&config)?;

@@ -1,15 +1,24 @@
 //! lm-evaluation-harness outputs into [`TaskRecord`]s and [`ExampleRecord`]s.
 //!
 //! - Results JSON (`{"results": {task: {"acc": .., "acc_stderr": .., "acc_norm": ..}}}`; newer
-//!   versions write `"acc,none"`): one file per checkpoint, its step taken from `step<N>` in the
-//!   file name, never from the file order (Pythia's checkpoints are unevenly spaced).
-//! - `--log_samples` JSONL: one line per example with `doc_id`, `target`, `arguments` (context,
-//!   continuation per option) and `filtered_resps` (per option `[loglik, is_greedy]`, numbers
-//!   stored as strings).
+//!   versions write `"acc,none"`), as `lm_eval --output_path OUT` writes it
+//!   (`OUT/<model>/results_<timestamp>.json`) or under any name (the Pythia suite's
+//!   `<model>_step<N>.json`).
+//! - `--log_samples` JSONL (`OUT/<model>/samples_<task>_<timestamp>.jsonl`): one line per example
+//!   with `doc_id`, `target`, `arguments` (context, continuation per option), `resps` /
+//!   `filtered_resps` (per option `[loglik, is_greedy]`, numbers often stored as strings) and
+//!   `acc` / `acc_norm`.
+//! - [`load`] takes any mix of such files, folders holding them (at any depth) and globs, and
+//!   finds each file's checkpoint step ([`StepRule`]), never from the file order (Pythia's
+//!   checkpoints are unevenly spaced). One (step, task) found in several files of one folder
+//!   (reruns) keeps the newest timestamp, with a notice; found in files of different folders,
+//!   it is refused, naming them.
 
 use anyhow::{bail, Context, Result};
+use regex::Regex;
 use serde_json::Value;
-use std::path::Path;
+use std::collections::{BTreeMap, BTreeSet};
+use std::path::{Component, Path, PathBuf};
 
 use crate::{argmax, ExampleRecord, TaskRecord};
 
@@ -26,16 +35,171 @@ pub fn step_from_name(path: &Path) -> Result<u64> {
 fn num(v: &Value) -> Option<f64> {
     match v {
         Value::Number(n) => n.as_f64(),
-        Value::String(s) => s.parse().ok(),
+        Value::String(s) => s.trim().parse().ok(),
         _ => None,
     }
 }
 
-/// Task rows of one results file: every task that reports `acc`.
-pub fn read_results(path: &Path) -> Result<Vec<TaskRecord>> {
-    let step = step_from_name(path)?;
+/// `config.model_args` as key-value pairs: a `k=v,k=v` string (older lm-eval) or a JSON object
+/// (0.4.13).
+pub fn model_args(v: &Value) -> Vec<(String, String)> {
+    let Some(args) = v.get("config").and_then(|c| c.get("model_args")) else { return Vec::new() };
+    match args {
+        Value::String(s) => s.split(',').filter_map(|kv| kv.split_once('=')).map(|(k, v)| (k.trim().to_string(), v.trim().to_string())).collect(),
+        Value::Object(m) => m.iter().map(|(k, v)| (k.clone(), v.as_str().map_or_else(|| v.to_string(), str::to_owned))).collect(),
+        _ => Vec::new(),
+    }
+}
+
+/// The steps `config.model_args` names: `revision=step<N>`, and `step<N>` / `step_<N>` /
+/// `global_step<N>` in the `pretrained=` path (in its last component that has one).
+pub fn steps_in_model_args(args: &[(String, String)]) -> BTreeSet<u64> {
+    let re = Regex::new(r"(?:^|[^A-Za-z])step[_-]?(\d+)").unwrap();
+    let mut out = BTreeSet::new();
+    for (k, v) in args {
+        match k.as_str() {
+            "revision" => out.extend(re.captures(v).and_then(|c| c[1].parse::<u64>().ok())),
+            "pretrained" | "peft" | "delta" => {
+                let last = v.split(['/', '\\']).rev().find_map(|part| re.captures(part).and_then(|c| c[1].parse::<u64>().ok()));
+                out.extend(last);
+            }
+            _ => {}
+        }
+    }
+    out
+}
+
+/// A path made absolute and lexically normal (`.` and `..` resolved without touching the disk).
+fn normal(p: &Path) -> PathBuf {
+    let abs = std::path::absolute(p).unwrap_or_else(|_| p.to_path_buf());
+    let mut out = PathBuf::new();
+    for c in abs.components() {
+        match c {
+            Component::ParentDir => {
+                out.pop();
+            }
+            Component::CurDir => {}
+            c => out.push(c),
+        }
+    }
+    out
+}
+
+/// How the checkpoint step of each file is found, in this order: the `--step-from` regex over
+/// the file's path (its one capture group), `config.model_args` ([`steps_in_model_args`]), the
+/// `--step-map` CSV (`path,step`: the file, or a folder above it, or the `pretrained=` value),
+/// and last `step<N>` in the file name.
+#[derive(Debug, Default)]
+pub struct StepRule {
+    regex: Option<Regex>,
+    /// (path as written, normalised path, step), from the mapping file
+    map: Vec<(String, PathBuf, u64)>,
+    map_file: Option<PathBuf>,
+}
+
+impl StepRule {
+    pub fn new(step_from: Option<&str>, step_map: Option<&Path>) -> Result<StepRule> {
+        let regex = match step_from {
+            Some(s) => {
+                let re = Regex::new(s).with_context(|| format!("--step-from {s:?}: not a regular expression"))?;
+                if re.captures_len() != 2 {
+                    bail!("--step-from {s:?}: needs exactly one capture group around the step number, has {}", re.captures_len() - 1);
+                }
+                Some(re)
+            }
+            None => None,
+        };
+        let mut map = Vec::new();
+        if let Some(f) = step_map {
+            let text = std::fs::read_to_string(f).with_context(|| format!("{}: cannot read the step mapping", f.display()))?;
+            let mut seen: BTreeMap<PathBuf, (usize, u64)> = BTreeMap::new();
+            for (i, line) in text.lines().enumerate() {
+                let line = line.trim();
+                if line.is_empty() || line.starts_with('#') {
+                    continue;
+                }
+                let Some((p, s)) = line.rsplit_once(',') else { bail!("{}:{}: expected `path,step`", f.display(), i + 1) };
+                let (p, s) = (p.trim().trim_matches('"'), s.trim().trim_matches('"'));
+                if i == 0 && s.parse::<u64>().is_err() && p.eq_ignore_ascii_case("path") {
+                    continue; // a header
+                }
+                let step: u64 = s.parse().with_context(|| format!("{}:{}: step `{s}` is not a whole number", f.display(), i + 1))?;
+                let n = normal(Path::new(p));
+                if let Some((j, other)) = seen.insert(n.clone(), (i + 1, step)) {
+                    if other != step {
+                        bail!("{}:{}: `{p}` is mapped to step {step} here and to step {other} on line {j}", f.display(), i + 1);
+                    }
+                }
+                map.push((p.to_string(), n, step));
+            }
+            if map.is_empty() {
+                bail!("{}: the step mapping has no `path,step` rows", f.display());
+            }
+        }
+        Ok(StepRule { regex, map, map_file: step_map.map(Path::to_path_buf) })
+    }
+
+    fn from_regex(&self, path: &Path) -> Result<Option<u64>> {
+        let Some(re) = &self.regex else { return Ok(None) };
+        let s = path.to_string_lossy();
+        let Some(c) = re.captures(&s) else { return Ok(None) };
+        let m = c.get(1).map_or("", |m| m.as_str());
+        Ok(Some(m.parse().with_context(|| format!("{}: --step-from captured `{m}`, not a whole number", path.display()))?))
+    }
+
+    fn from_map(&self, path: &Path, pretrained: Option<&str>) -> Option<u64> {
+        let p = normal(path);
+        // the most specific row: the file itself, else the deepest folder above it
+        let by_path = self.map.iter().filter(|(_, n, _)| p.starts_with(n)).max_by_key(|(_, n, _)| n.components().count()).map(|r| r.2);
+        by_path.or_else(|| pretrained.and_then(|pre| self.map.iter().find(|(raw, _, _)| raw == pre).map(|r| r.2)))
+    }
+
+    /// The step of a results file (`v`: its JSON).
+    pub fn step_of_results(&self, path: &Path, v: &Value) -> Result<u64> {
+        if let Some(s) = self.from_regex(path)? {
+            return Ok(s);
+        }
+        let args = model_args(v);
+        let steps = steps_in_model_args(&args);
+        match steps.len() {
+            1 => return Ok(*steps.first().unwrap()),
+            0 => {}
+            _ => bail!(
+                "{}: config.model_args names several steps ({}); say which with --step-from or --step-map",
+                path.display(),
+                steps.iter().map(u64::to_string).collect::<Vec<_>>().join(", ")
+            ),
+        }
+        let pretrained = args.iter().find(|(k, _)| k == "pretrained").map(|(_, v)| v.as_str());
+        if let Some(s) = self.from_map(path, pretrained) {
+            return Ok(s);
+        }
+        step_from_name(path).map_err(|_| self.no_step(path))
+    }
+
+    fn no_step(&self, path: &Path) -> anyhow::Error {
+        let tried = [
+            self.regex.as_ref().map(|r| format!("--step-from {:?} does not match its path", r.as_str())),
+            Some("config.model_args has no revision=step<N> and no step<N> in its pretrained path".to_string()),
+            self.map_file.as_ref().map(|f| format!("no row of {} matches it", f.display())),
+            Some("its name has no step<N>".to_string()),
+        ];
+        anyhow::anyhow!(
+            "{}: cannot tell the checkpoint step ({}); pass --step-from REGEX or --step-map FILE",
+            path.display(),
+            tried.into_iter().flatten().collect::<Vec<_>>().join("; ")
+        )
+    }
+}
+
+/// Parses a JSON file, naming the file and the line of a syntax error.
+fn read_json(path: &Path) -> Result<Value> {
     let text = std::fs::read_to_string(path).with_context(|| format!("{}: cannot read", path.display()))?;
-    let v: Value = serde_json::from_str(&text).with_context(|| format!("{}: not JSON (truncated?)", path.display()))?;
+    serde_json::from_str(&text).map_err(|e| anyhow::anyhow!("{}:{}: not JSON (truncated?): {e}", path.display(), e.line()))
+}
+
+/// Task rows of one results JSON: every task that reports `acc`.
+pub fn results_rows(path: &Path, v: &Value, step: u64) -> Result<Vec<TaskRecord>> {
     let Some(results) = v.get("results").and_then(Value::as_object) else {
         bail!("{}: no `results` object; not an lm-evaluation-harness results file", path.display());
     };
@@ -58,6 +222,14 @@ pub fn read_results(path: &Path) -> Result<Vec<TaskRecord>> {
     }
     out.sort_by(|a, b| a.task.cmp(&b.task));
     Ok(out)
+}
+
+/// Task rows of one results file, its step found by [`StepRule::default`] (model_args, then
+/// the file name).
+pub fn read_results(path: &Path) -> Result<Vec<TaskRecord>> {
+    let v = read_json(path)?;
+    let step = StepRule::default().step_of_results(path, &v)?;
+    results_rows(path, &v, step)
 }
 
 /// All results files of a folder (one per checkpoint), ordered by step then task.
@@ -97,22 +269,46 @@ pub fn choice_chars(continuation: &str) -> u32 {
     continuation.strip_prefix(' ').unwrap_or(continuation).chars().count() as u32
 }
 
-/// Example rows of one `--log_samples` JSONL file of a multiple-choice task.
+/// A response of a loglikelihood request: `[loglik, is_greedy]`, possibly wrapped in a list
+/// (`resps`), numbers and booleans possibly strings.
+fn response(r: &Value) -> (Option<f64>, Option<bool>) {
+    let r = r.as_array().and_then(|a| if a.first().is_some_and(Value::is_array) { a[0].as_array() } else { Some(a) });
+    match r {
+        Some(a) if !a.is_empty() => (num(&a[0]), a.get(1).map(|g| g.as_bool().unwrap_or(matches!(g.as_str(), Some("True" | "true"))))),
+        _ => (None, None),
+    }
+}
+
+/// The per-option responses of a sample line: `filtered_resps`, else `resps`.
+fn responses(v: &Value) -> Option<&Vec<Value>> {
+    v.get("filtered_resps").and_then(Value::as_array).or_else(|| v.get("resps").and_then(Value::as_array))
+}
+
+/// Whether a samples file holds a multiple-choice (loglikelihood) task: its first line's
+/// responses are `[number, bool]` pairs. Generation and perplexity tasks are not read per example.
+fn is_choice_samples(first_line: &Value) -> bool {
+    responses(first_line).is_some_and(|rs| rs.len() > 1 && rs.iter().all(|r| response(r).0.is_some()))
+}
+
+/// A 0/1 metric of a sample (`acc`, `acc_norm`), as lm-eval recorded it.
+fn flag(v: &Value, key: &str) -> Option<bool> {
+    v.get(key).and_then(num).map(|x| x > 0.5)
+}
+
+/// Example rows of one `--log_samples` JSONL file of a multiple-choice task. Correctness is
+/// lm-eval's own `acc` / `acc_norm` where the line records them; the predicted options are the
+/// argmax of the log-likelihoods (per character of the choice for `acc_norm`).
 pub fn read_log_samples(path: &Path, task: &str, step: u64) -> Result<Vec<ExampleRecord>> {
     let text = std::fs::read_to_string(path).with_context(|| format!("{}: cannot read", path.display()))?;
     let mut out = Vec::new();
     for (i, line) in text.lines().enumerate().filter(|(_, l)| !l.trim().is_empty()) {
         let at = || format!("{}:{}", path.display(), i + 1);
         let v: Value = serde_json::from_str(line).with_context(|| format!("{}: malformed sample (truncated log?)", at()))?;
-        let resps = v.get("filtered_resps").and_then(Value::as_array).with_context(|| format!("{}: no `filtered_resps`", at()))?;
+        let resps = responses(&v).with_context(|| format!("{}: no `filtered_resps` or `resps`", at()))?;
         let mut logliks = Vec::new();
         let mut greedy = Vec::new();
         for r in resps {
-            let r = r.as_array().and_then(|a| if a.first().is_some_and(Value::is_array) { a[0].as_array() } else { Some(a) });
-            let (ll, g) = match r {
-                Some(a) if !a.is_empty() => (num(&a[0]), a.get(1).map(|g| g.as_bool().unwrap_or(g.as_str() == Some("True")))),
-                _ => (None, None),
-            };
+            let (ll, g) = response(r);
             let ll = ll.with_context(|| format!("{}: a response has no log-likelihood", at()))?;
             if !ll.is_finite() {
                 bail!("{}: non-finite log-likelihood {ll}", at());
@@ -123,17 +319,29 @@ pub fn read_log_samples(path: &Path, task: &str, step: u64) -> Result<Vec<Exampl
         if logliks.is_empty() {
             bail!("{}: no responses", at());
         }
-        let gold = v.get("target").and_then(num).with_context(|| format!("{}: `target` is not an option index", at()))? as usize;
+        let args = v.get("arguments").map(arguments).unwrap_or_default();
+        let target = v.get("target").with_context(|| format!("{}: no `target`", at()))?;
+        let gold = match num(target) {
+            Some(g) if g >= 0.0 && g.fract() == 0.0 => g as usize,
+            // a target given as the gold choice's text
+            _ => target
+                .as_str()
+                .and_then(|t| args.iter().position(|(_, c)| c == t || c.strip_prefix(' ') == Some(t)))
+                .with_context(|| format!("{}: `target` {target} is neither an option index nor one of the options", at()))?,
+        };
         if gold >= logliks.len() {
             bail!("{}: target {gold} but {} options", at(), logliks.len());
         }
-        let args = v.get("arguments").map(arguments).unwrap_or_default();
         // lm-eval's acc_norm divides by the choice's length without the target delimiter (" ")
         let chars: Vec<u32> = if args.len() == logliks.len() { args.iter().map(|(_, c)| choice_chars(c)).collect() } else { vec![0; logliks.len()] };
         let bytes: Vec<u32> = if args.len() == logliks.len() { args.iter().map(|(_, c)| c.len() as u32).collect() } else { Vec::new() };
         let norm: Vec<f64> = logliks.iter().zip(&chars).map(|(l, &c)| l / c.max(1) as f64).collect();
         let (p, pn) = (argmax(&logliks), argmax(&norm));
-        let doc_id = v.get("doc_id").map(|d| d.to_string()).unwrap_or_else(|| i.to_string());
+        let doc_id = match v.get("doc_id") {
+            Some(Value::String(s)) => s.clone(),
+            Some(d) => d.to_string(),
+            None => i.to_string(),
+        };
         out.push(ExampleRecord {
             step,
             task: task.into(),
@@ -141,8 +349,8 @@ pub fn read_log_samples(path: &Path, task: &str, step: u64) -> Result<Vec<Exampl
             gold: gold as u32,
             predicted: p as u32,
             predicted_norm: pn as u32,
-            correct: p == gold,
-            correct_norm: pn == gold,
+            correct: flag(&v, "acc").unwrap_or(p == gold),
+            correct_norm: flag(&v, "acc_norm").unwrap_or(pn == gold),
             logliks,
             lengths_chars: chars,
             lengths_tokens: vec![0; greedy.len()],
@@ -155,6 +363,222 @@ pub fn read_log_samples(path: &Path, task: &str, step: u64) -> Result<Vec<Exampl
         bail!("{}: no samples", path.display());
     }
     Ok(out)
+}
+
+/// What [`load`] read.
+#[derive(Debug, Default)]
+pub struct Loaded {
+    pub tasks: Vec<TaskRecord>,
+    pub examples: Vec<ExampleRecord>,
+    /// every file read, in path order
+    pub sources: Vec<PathBuf>,
+    /// what was set aside and why (older reruns, tasks without per-example data); for stderr and
+    /// the provenance
+    pub notices: Vec<String>,
+}
+
+/// A results or samples file found under the inputs.
+#[derive(Debug, Clone)]
+struct Found {
+    path: PathBuf,
+    /// the `<timestamp>` of `results_<timestamp>.json` / `samples_<task>_<timestamp>.jsonl`
+    stamp: Option<String>,
+    /// the task of a samples file
+    task: Option<String>,
+}
+
+fn folder(p: &Path) -> PathBuf {
+    p.parent().map_or_else(PathBuf::new, Path::to_path_buf)
+}
+
+/// `results_<ts>.json` -> Some(ts); `samples_<task>_<ts>.jsonl` -> (task, Some(ts)).
+fn classify(path: &Path) -> Option<Found> {
+    let name = path.file_name()?.to_str()?;
+    if let Some(rest) = name.strip_prefix("samples_").and_then(|r| r.strip_suffix(".jsonl")) {
+        // the timestamp (`2024-05-01T12-34-56.123456`) has no underscore; a task name may
+        let (task, stamp) = match rest.rsplit_once('_') {
+            Some((t, s)) if s.starts_with(|c: char| c.is_ascii_digit()) && s.contains('T') => (t.to_string(), Some(s.to_string())),
+            _ => (rest.to_string(), None),
+        };
+        return Some(Found { path: path.to_path_buf(), stamp, task: Some(task) });
+    }
+    if name.ends_with(".json") {
+        let stamp = name.strip_prefix("results_").and_then(|r| r.strip_suffix(".json")).filter(|s| !s.is_empty()).map(str::to_owned);
+        return Some(Found { path: path.to_path_buf(), stamp, task: None });
+    }
+    None
+}
+
+/// Results and samples files below `dir`, at any depth: `results*.json` and `samples_*.jsonl`;
+/// a folder with none of those is read as a flat folder of results files (every `*.json`).
+fn walk(dir: &Path, out: &mut Vec<Found>) -> Result<()> {
+    let mut found = Vec::new();
+    let mut stack = vec![dir.to_path_buf()];
+    while let Some(d) = stack.pop() {
+        for entry in std::fs::read_dir(&d).with_context(|| format!("{}: cannot list", d.display()))? {
+            let p = entry?.path();
+            let name = p.file_name().and_then(|n| n.to_str()).unwrap_or("");
+            if name.starts_with('.') {
+                continue;
+            }
+            if p.is_dir() {
+                stack.push(p);
+            } else if (name.starts_with("results") && name.ends_with(".json")) || (name.starts_with("samples_") && name.ends_with(".jsonl")) {
+                found.extend(classify(&p));
+            }
+        }
+    }
+    if found.is_empty() {
+        for entry in std::fs::read_dir(dir).with_context(|| format!("{}: cannot list", dir.display()))? {
+            let p = entry?.path();
+            if p.is_file() && p.extension().is_some_and(|e| e == "json") {
+                found.extend(classify(&p));
+            }
+        }
+    }
+    if found.is_empty() {
+        bail!("{}: no lm-evaluation-harness results files (results_*.json, *.json) or samples (samples_*.jsonl) found", dir.display());
+    }
+    out.extend(found);
+    Ok(())
+}
+
+/// The paths a pattern with `*`, `?` or `[..]` names (sorted); an error if it names none.
+fn expand(input: &Path) -> Result<Vec<PathBuf>> {
+    let s = input.to_string_lossy();
+    if !s.contains(['*', '?', '[']) || input.exists() {
+        return Ok(vec![input.to_path_buf()]);
+    }
+    let mut out: Vec<PathBuf> = glob::glob(&s).with_context(|| format!("{s}: not a valid glob pattern"))?.filter_map(Result::ok).collect();
+    out.sort();
+    if out.is_empty() {
+        bail!("{s}: the pattern matches nothing");
+    }
+    Ok(out)
+}
+
+/// Whether `p` names lm-evaluation-harness outputs [`load`] reads: a glob pattern, a results or
+/// samples file, or a folder holding some.
+pub fn is_harness_output(p: &Path) -> bool {
+    if !p.exists() {
+        return p.to_string_lossy().contains(['*', '?', '[']);
+    }
+    if p.is_file() {
+        return classify(p).is_some();
+    }
+    walk(p, &mut Vec::new()).is_ok()
+}
+
+/// Reads lm-evaluation-harness outputs: any mix of results files, samples files, folders (as
+/// `lm_eval --output_path` writes them, or flat folders of results files) and glob patterns.
+/// Task rows come from the results files; example rows from the samples files of
+/// multiple-choice tasks. A (step, task) with samples but no results row gets its task row from
+/// the samples. Rows are ordered by step, task (and example).
+pub fn load(inputs: &[PathBuf], rule: &StepRule) -> Result<Loaded> {
+    let mut found = Vec::new();
+    for input in inputs {
+        for p in expand(input)? {
+            if p.is_dir() {
+                walk(&p, &mut found)?;
+            } else if p.is_file() {
+                found.push(classify(&p).with_context(|| format!("{}: neither a results JSON nor a samples JSONL file", p.display()))?);
+            } else {
+                bail!("{}: no such file or folder", p.display());
+            }
+        }
+    }
+    found.sort_by(|a, b| a.path.cmp(&b.path));
+    found.dedup_by(|a, b| normal(&a.path) == normal(&b.path));
+    let mut loaded = Loaded { sources: found.iter().map(|f| f.path.clone()).collect(), ..Default::default() };
+
+    // results files: their steps, and candidate rows per (step, task)
+    let mut result_steps: BTreeMap<(PathBuf, Option<String>), u64> = BTreeMap::new();
+    let mut folder_steps: BTreeMap<PathBuf, BTreeSet<u64>> = BTreeMap::new();
+    let mut task_rows: BTreeMap<(u64, String), Vec<(&Found, TaskRecord)>> = BTreeMap::new();
+    for f in found.iter().filter(|f| f.task.is_none()) {
+        let v = read_json(&f.path)?;
+        let step = rule.step_of_results(&f.path, &v)?;
+        result_steps.insert((folder(&f.path), f.stamp.clone()), step);
+        folder_steps.entry(folder(&f.path)).or_default().insert(step);
+        for r in results_rows(&f.path, &v, step)? {
+            task_rows.entry((r.step, r.task.clone())).or_default().push((f, r));
+        }
+    }
+    for ((step, task), cands) in task_rows {
+        let kept = newest(cands, step, &task, &mut loaded.notices)?;
+        loaded.tasks.push(kept);
+    }
+
+    // samples files: the step of the results file of the same run (folder and timestamp), else
+    // the rule over the path, else the one step of the folder's results files, else the mapping
+    let mut sample_files: BTreeMap<(u64, String), Vec<(&Found, &Found)>> = BTreeMap::new();
+    for f in found.iter().filter(|f| f.task.is_some()) {
+        let dir = folder(&f.path);
+        let step = match result_steps.get(&(dir.clone(), f.stamp.clone())) {
+            Some(&s) => s,
+            None => match rule.from_regex(&f.path)? {
+                Some(s) => s,
+                None => match folder_steps.get(&dir).filter(|s| s.len() == 1) {
+                    Some(s) => *s.first().unwrap(),
+                    None => match rule.from_map(&f.path, None) {
+                        Some(s) => s,
+                        None => step_from_name(&f.path).map_err(|_| rule.no_step(&f.path)).with_context(|| format!("{}: no results file of the same run (folder and timestamp) gives the step", f.path.display()))?,
+                    },
+                },
+            },
+        };
+        sample_files.entry((step, f.task.clone().unwrap())).or_default().push((f, f));
+    }
+    let mut by_task: BTreeMap<String, BTreeMap<u64, Vec<ExampleRecord>>> = BTreeMap::new();
+    for ((step, task), cands) in sample_files {
+        let f = newest(cands, step, &task, &mut loaded.notices)?;
+        let text = std::fs::read_to_string(&f.path).with_context(|| format!("{}: cannot read", f.path.display()))?;
+        let first = text.lines().find(|l| !l.trim().is_empty()).map(|l| serde_json::from_str::<Value>(l).with_context(|| format!("{}:1: malformed sample (truncated log?)", f.path.display()))).transpose()?;
+        if !first.as_ref().is_some_and(is_choice_samples) {
+            loaded.notices.push(format!("{}: not a multiple-choice task (no per-option log-likelihoods); task {task} is analysed at the task level", f.path.display()));
+            continue;
+        }
+        by_task.entry(task.clone()).or_default().insert(step, read_log_samples(&f.path, &task, step)?);
+    }
+    for (task, per_step) in by_task {
+        let with_rows: BTreeSet<u64> = loaded.tasks.iter().filter(|r| r.task == task).map(|r| r.step).collect();
+        let sampled: BTreeSet<u64> = per_step.keys().copied().collect();
+        if !with_rows.is_empty() && !with_rows.is_subset(&sampled) {
+            let missing: Vec<String> = with_rows.difference(&sampled).map(u64::to_string).collect();
+            loaded.notices.push(format!("task {task}: no samples at step(s) {}; analysed at the task level only", missing.join(", ")));
+            continue;
+        }
+        let rows: Vec<ExampleRecord> = per_step.into_values().flatten().collect();
+        for t in crate::summarise(&rows)? {
+            if !with_rows.contains(&t.step) {
+                loaded.tasks.push(t);
+            }
+        }
+        loaded.examples.extend(rows);
+    }
+    if loaded.tasks.is_empty() {
+        bail!("{}: no task with an `acc` in any results or samples file", inputs.iter().map(|p| p.display().to_string()).collect::<Vec<_>>().join(", "));
+    }
+    loaded.tasks.sort_by(|a, b| (a.step, &a.task).cmp(&(b.step, &b.task)));
+    loaded.examples.sort_by(|a, b| (a.step, &a.task, &a.example_id).cmp(&(b.step, &b.task, &b.example_id)));
+    Ok(loaded)
+}
+
+/// One of several files for the same (step, task): reruns in one folder keep the newest
+/// timestamp (with a notice); files of different folders, or without timestamps, are refused.
+fn newest<T>(mut cands: Vec<(&Found, T)>, step: u64, task: &str, notices: &mut Vec<String>) -> Result<T> {
+    if cands.len() == 1 {
+        return Ok(cands.pop().unwrap().1);
+    }
+    let names = |c: &[(&Found, T)]| c.iter().map(|(f, _)| f.path.display().to_string()).collect::<Vec<_>>().join(", ");
+    let dir = folder(&cands[0].0.path);
+    if cands.iter().any(|(f, _)| folder(&f.path) != dir || f.stamp.is_none()) {
+        bail!("step {step} of task {task} is in more than one run: {}; give each run its own step (--step-from, --step-map) or leave one out", names(&cands));
+    }
+    cands.sort_by(|a, b| a.0.stamp.cmp(&b.0.stamp));
+    let (kept, value) = cands.pop().unwrap();
+    notices.push(format!("step {step} task {task}: kept the newest of {} runs, {}; set aside {}", cands.len() + 1, kept.path.display(), names(&cands)));
+    Ok(value)
 }
 
 #[cfg(test)]
@@ -178,6 +602,10 @@ mod tests {
         assert_eq!(*steps.last().unwrap(), 143000);
         let arc = rows.iter().find(|r| r.step == 0 && r.task == "arc_challenge").unwrap();
         assert!((arc.acc - 0.23293515358361774).abs() < 1e-15, "the first file's first task, by hand");
+        // the folder loader reads the same rows
+        let loaded = load(&[dir], &StepRule::default()).unwrap();
+        assert_eq!(loaded.tasks, rows);
+        assert!(loaded.examples.is_empty() && loaded.notices.is_empty());
     }
 
     #[test]
@@ -201,9 +629,152 @@ mod tests {
         assert!(e.contains("samples_piqa.jsonl:1") && e.contains("truncated"), "{e}");
     }
 
+    /// `resps` (each option wrapped in a list) when `filtered_resps` is absent, a target given as
+    /// the gold choice's text, and lm-eval's own acc / acc_norm decide correctness.
+    #[test]
+    fn resps_text_targets_and_recorded_decisions() {
+        let dir = tempfile::tempdir().unwrap();
+        let p = dir.path().join("samples_t_2024-01-01T00-00-00.000001.jsonl");
+        std::fs::write(&p, concat!(
+            r#"{"doc_id": 3, "target": "b", "arguments": [["Q:", " a"], ["Q:", " b"]], "resps": [[["-1.0", "False"]], [["-2.0", "True"]]], "acc": 1.0, "acc_norm": "0.0"}"#, "\n",
+        )).unwrap();
+        let r = &read_log_samples(&p, "t", 1).unwrap()[0];
+        assert_eq!((r.gold, r.predicted, r.example_id.as_str()), (1, 0, "t/3"));
+        assert_eq!((r.correct, r.correct_norm), (true, false), "the recorded decisions, not the recomputed ones");
+        assert_eq!(r.logliks, vec![-1.0, -2.0]);
+        std::fs::write(&p, r#"{"doc_id": 3, "target": "zz", "arguments": [["Q:", " a"], ["Q:", " b"]], "resps": [[["-1.0", "False"]], [["-2.0", "True"]]]}"#).unwrap();
+        let e = format!("{:#}", read_log_samples(&p, "t", 1).unwrap_err());
+        assert!(e.contains(".jsonl:1") && e.contains("target"), "{e}");
+    }
+
     #[test]
     fn a_file_without_a_step_is_refused_by_name() {
         let e = step_from_name(Path::new("results.json")).unwrap_err().to_string();
         assert!(e.contains("results.json") && e.contains("step"), "{e}");
+    }
+
+    fn results_json(model_args: Value, acc: f64) -> String {
+        serde_json::json!({"results": {"t": {"acc,none": acc, "acc_stderr,none": 0.01, "alias": "t"}}, "config": {"model": "hf", "model_args": model_args}}).to_string()
+    }
+
+    fn sample_line(doc: u32, ll0: &str, ll1: &str) -> String {
+        format!(r#"{{"doc_id": {doc}, "target": 0, "arguments": {{"gen_args_0": {{"arg_0": "Q", "arg_1": " x"}}, "gen_args_1": {{"arg_0": "Q", "arg_1": " yy"}}}}, "resps": [[["{ll0}", "False"]], [["{ll1}", "False"]]], "filtered_resps": [["{ll0}", "False"], ["{ll1}", "False"]], "acc": {}}}"#, if ll0.parse::<f64>().unwrap() >= ll1.parse::<f64>().unwrap() { "1.0" } else { "0.0" })
+    }
+
+    #[test]
+    fn steps_from_model_args_strings_and_json_objects() {
+        let v = |a: Value| serde_json::json!({"config": {"model_args": a}});
+        let rule = StepRule::default();
+        let p = Path::new("OUT/m/results_2024-01-01T00-00-00.1.json");
+        assert_eq!(rule.step_of_results(p, &v("pretrained=EleutherAI/pythia-160m,revision=step143000,dtype=float32".into())).unwrap(), 143000);
+        assert_eq!(rule.step_of_results(p, &v(serde_json::json!({"pretrained": "runs/x/hf/step_000120", "dtype": "float32"}))).unwrap(), 120);
+        assert_eq!(rule.step_of_results(p, &v(serde_json::json!({"pretrained": "/ckpt/global_step500/hf"}))).unwrap(), 500);
+        assert_eq!(rule.step_of_results(p, &v(serde_json::json!({"pretrained": "org/model", "revision": "step7"}))).unwrap(), 7);
+        // two different steps named: ambiguous, refused with the file
+        let e = rule.step_of_results(p, &v("pretrained=runs/step_5,revision=step6".into())).unwrap_err().to_string();
+        assert!(e.contains("results_2024") && e.contains("5, 6") && e.contains("--step-from"), "{e}");
+        // nothing names a step: the file and what was tried
+        let e = rule.step_of_results(p, &v("pretrained=org/model".into())).unwrap_err().to_string();
+        assert!(e.contains("results_2024") && e.contains("--step-map"), "{e}");
+    }
+
+    #[test]
+    fn the_regex_comes_first_then_model_args_then_the_mapping() {
+        let v = serde_json::json!({"config": {"model_args": "pretrained=org/model,revision=step9"}});
+        let rule = StepRule::new(Some(r"ckpt-(\d+)/"), None).unwrap();
+        assert_eq!(rule.step_of_results(Path::new("OUT/ckpt-42/results_x.json"), &v).unwrap(), 42);
+        assert_eq!(rule.step_of_results(Path::new("OUT/other/results_x.json"), &v).unwrap(), 9, "no match: model_args");
+        assert!(StepRule::new(Some(r"ckpt-\d+"), None).unwrap_err().to_string().contains("one capture group"));
+        assert!(StepRule::new(Some(r"(a)(\d+)"), None).is_err());
+        assert!(StepRule::new(Some(r"(\d+"), None).is_err());
+        let e = StepRule::new(Some(r"ckpt-(\w+)/"), None).unwrap().step_of_results(Path::new("OUT/ckpt-ab/results_x.json"), &v).unwrap_err().to_string();
+        assert!(e.contains("ckpt-ab") && e.contains("`ab`"), "{e}");
+
+        let dir = tempfile::tempdir().unwrap();
+        let map = dir.path().join("steps.csv");
+        let a = dir.path().join("runA");
+        std::fs::write(&map, format!("path,step\n{},100\n{}/sub,150\norg/final,999\n", a.display(), a.display())).unwrap();
+        let rule = StepRule::new(None, Some(&map)).unwrap();
+        let none = serde_json::json!({"config": {"model_args": {"pretrained": "org/model"}}});
+        assert_eq!(rule.step_of_results(&a.join("m/results_x.json"), &none).unwrap(), 100);
+        assert_eq!(rule.step_of_results(&a.join("sub/m/results_x.json"), &none).unwrap(), 150, "the deepest folder wins");
+        let fin = serde_json::json!({"config": {"model_args": {"pretrained": "org/final"}}});
+        assert_eq!(rule.step_of_results(Path::new("elsewhere/results_x.json"), &fin).unwrap(), 999, "by pretrained=");
+        assert_eq!(rule.step_of_results(&a.join("results_x.json"), &v).unwrap(), 9, "model_args before the mapping");
+        // a mapping that names one path twice with different steps, or a bad step, is refused
+        std::fs::write(&map, "a,1\nb,2\na,3\n").unwrap();
+        let e = StepRule::new(None, Some(&map)).unwrap_err().to_string();
+        assert!(e.contains("steps.csv:3") && e.contains("line 1"), "{e}");
+        std::fs::write(&map, "a,1\nb,x\n").unwrap();
+        assert!(StepRule::new(None, Some(&map)).unwrap_err().to_string().contains("steps.csv:2"));
+    }
+
+    /// A tree as `lm_eval --output_path OUT --log_samples` writes it: one folder per model, all
+    /// revisions of one model in one folder; a rerun keeps the newest timestamp.
+    #[test]
+    fn lm_eval_output_folders_with_reruns_keep_the_newest() {
+        let dir = tempfile::tempdir().unwrap();
+        let out = dir.path().join("OUT");
+        let m = out.join("org__model");
+        std::fs::create_dir_all(&m).unwrap();
+        let runs = [("step10", "2024-01-01T00-00-01.000001", 0.5, ["-1.0", "-2.0"]), ("step20", "2024-01-01T00-00-02.000001", 0.6, ["-3.0", "-1.0"]), ("step20", "2024-01-02T00-00-00.000001", 0.7, ["-1.0", "-3.0"])];
+        for (i, (rev, ts, acc, ll)) in runs.iter().enumerate() {
+            let args = if i % 2 == 0 { Value::String(format!("pretrained=org/model,revision={rev}")) } else { serde_json::json!({"pretrained": "org/model", "revision": rev}) };
+            std::fs::write(m.join(format!("results_{ts}.json")), results_json(args, *acc)).unwrap();
+            std::fs::write(m.join(format!("samples_t_{ts}.jsonl")), format!("{}\n{}\n", sample_line(0, ll[0], ll[1]), sample_line(1, "-0.5", "-0.7"))).unwrap();
+        }
+        let loaded = load(&[out.clone()], &StepRule::default()).unwrap();
+        assert_eq!(loaded.tasks.iter().map(|r| (r.step, r.acc)).collect::<Vec<_>>(), vec![(10, 0.5), (20, 0.7)]);
+        assert_eq!(loaded.examples.len(), 4);
+        let e20: Vec<_> = loaded.examples.iter().filter(|r| r.step == 20).collect();
+        assert_eq!((e20[0].example_id.as_str(), e20[0].logliks.clone(), e20[0].correct), ("t/0", vec![-1.0, -3.0], true), "the newest rerun's samples");
+        assert_eq!(loaded.notices.len(), 2, "{:?}", loaded.notices);
+        assert!(loaded.notices.iter().all(|n| n.contains("2024-01-02") && n.contains("set aside") && n.contains("2024-01-01T00-00-02")), "{:?}", loaded.notices);
+        assert_eq!(loaded.sources.len(), 6);
+        // a glob over the files gives the same rows
+        let g = load(&[m.join("*_2024-01-0[12]*")], &StepRule::default()).unwrap();
+        assert_eq!((g.tasks, g.examples.len()), (loaded.tasks.clone(), 4));
+        assert!(load(&[m.join("nothing_*")], &StepRule::default()).unwrap_err().to_string().contains("matches nothing"));
+
+        // the same step from a second model folder: refused, naming both files
+        let other = out.join("org__model2");
+        std::fs::create_dir_all(&other).unwrap();
+        std::fs::write(other.join("results_2024-03-01T00-00-00.1.json"), results_json("pretrained=org/model2,revision=step10".into(), 0.1)).unwrap();
+        let e = load(&[out.clone()], &StepRule::default()).unwrap_err().to_string();
+        assert!(e.contains("step 10") && e.contains("org__model2") && e.contains("org__model/results_2024-01-01T00-00-01"), "{e}");
+        // ... unless a rule gives the runs their own steps
+        std::fs::remove_dir_all(&other).unwrap();
+    }
+
+    #[test]
+    fn samples_take_the_step_of_their_run_and_bad_lines_name_file_and_line() {
+        let dir = tempfile::tempdir().unwrap();
+        let m = dir.path().join("runs__x__hf__step_000030");
+        std::fs::create_dir_all(&m).unwrap();
+        std::fs::write(m.join("results_2024-01-01T00-00-00.5.json"), results_json(serde_json::json!({"pretrained": "runs/x/hf/step_000030"}), 0.5)).unwrap();
+        std::fs::write(m.join("samples_t_2024-01-01T00-00-00.5.jsonl"), format!("{}\n{}\n", sample_line(0, "-1", "-2"), sample_line(1, "-3", "-1"))).unwrap();
+        let loaded = load(&[m.clone()], &StepRule::default()).unwrap();
+        assert!(loaded.examples.iter().all(|r| r.step == 30));
+        // a generation task's samples are not read per example, with a notice
+        std::fs::write(m.join("samples_gen_2024-01-01T00-00-00.5.jsonl"), r#"{"doc_id": 0, "target": "Paris", "resps": [["Paris"]], "filtered_resps": ["Paris"]}"#).unwrap();
+        let loaded = load(&[m.clone()], &StepRule::default()).unwrap();
+        assert!(loaded.notices.iter().any(|n| n.contains("samples_gen") && n.contains("task level")), "{:?}", loaded.notices);
+        std::fs::remove_file(m.join("samples_gen_2024-01-01T00-00-00.5.jsonl")).unwrap();
+        // malformed lines and files name the file and the line
+        std::fs::write(m.join("samples_t_2024-01-01T00-00-00.5.jsonl"), format!("{}\n{{\"doc_id\": 1, \"target\n", sample_line(0, "-1", "-2"))).unwrap();
+        let e = format!("{:#}", load(&[m.clone()], &StepRule::default()).unwrap_err());
+        assert!(e.contains("samples_t_2024-01-01T00-00-00.5.jsonl:2") && e.contains("malformed"), "{e}");
+        std::fs::write(m.join("results_2024-01-01T00-00-00.5.json"), "{\n\"results\": {\"t\": ").unwrap();
+        let e = format!("{:#}", load(&[m.clone()], &StepRule::default()).unwrap_err());
+        assert!(e.contains("results_2024-01-01T00-00-00.5.json:2") && e.contains("not JSON"), "{e}");
+    }
+
+    #[test]
+    fn duplicate_steps_within_a_flat_folder_are_refused() {
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::write(dir.path().join("a_step10.json"), results_json("pretrained=x".into(), 0.5)).unwrap();
+        std::fs::write(dir.path().join("b_step10.json"), results_json("pretrained=y".into(), 0.6)).unwrap();
+        let e = load(&[dir.path().to_path_buf()], &StepRule::default()).unwrap_err().to_string();
+        assert!(e.contains("a_step10.json") && e.contains("b_step10.json") && e.contains("step 10"), "{e}");
     }
 }

@@ -12,7 +12,7 @@ const ROOT: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/..");
 const FIXTURE: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/fixtures/smoke");
 
 /// Every figure and table binary (`src/bin/` minus `paper`), with its path.
-const BINARIES: [(&str, &str); 11] = [
+const BINARIES: [(&str, &str); 12] = [
     ("fig1_scores", env!("CARGO_BIN_EXE_fig1_scores")),
     (
         "fig2_example_heatmap",
@@ -33,6 +33,7 @@ const BINARIES: [(&str, &str); 11] = [
     ("table2_stability", env!("CARGO_BIN_EXE_table2_stability")),
     ("table3_claims", env!("CARGO_BIN_EXE_table3_claims")),
     ("table4_snr", env!("CARGO_BIN_EXE_table4_snr")),
+    ("table5_size_trend", env!("CARGO_BIN_EXE_table5_size_trend")),
 ];
 
 fn copy_dir(from: &Path, to: &Path) {

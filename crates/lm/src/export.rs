@@ -169,6 +169,7 @@ pub fn hf_config(c: &crate::config::Config, vocab: i64, special: u32, dtype: Dty
 }
 
 /// What [`export`] wrote.
+#[derive(Debug)]
 pub struct Exported {
     pub files: Vec<String>,
     pub step: u64,

@@ -152,7 +152,7 @@ _figures size:
 _paper size:
     target/release/paper --figures {{ if size == "default" { "figures" } else { "runs/" + size + "/figures" } }} --out {{ if size == "default" { "paper/paper.md" } else { "runs/" + size + "/paper.md" } }}
     @.venv/bin/python -c 'import markdown_pdf' 2>/dev/null || .venv/bin/pip install --quiet --disable-pip-version-check markdown-pdf==1.13.3 pymupdf==2.0
-    .venv/bin/python paper/pdf.py {{ if size == "default" { "paper/paper.md paper/paper.pdf" } else { "runs/" + size + "/paper.md runs/" + size + "/paper.pdf" } }}
+    timeout 600 .venv/bin/python paper/pdf.py {{ if size == "default" { "paper/paper.md paper/paper.pdf" } else { "runs/" + size + "/paper.md runs/" + size + "/paper.pdf" } }}
 
 # execute the exploration notebooks against a run (installs Jupyter's runner into .venv):
 # `just notebooks smoke`; executed copies go to runs/<size>/notebooks/

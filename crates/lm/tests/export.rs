@@ -4,26 +4,13 @@
 
 use std::path::Path;
 
-use lm::config::Config;
 use lm::train::{self, TrainOptions};
 use safetensors::SafeTensors;
 
+mod common;
+
 fn tiny_run(dir: &Path) -> std::path::PathBuf {
-    let text = std::fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/moby_dick_excerpt.txt")).unwrap();
-    let (a, b) = text.split_at(80_000);
-    let corpus = dir.join("corpus");
-    std::fs::create_dir_all(&corpus).unwrap();
-    std::fs::write(corpus.join("train.txt"), a).unwrap();
-    std::fs::write(corpus.join("validation.txt"), b).unwrap();
-    let mut cfg = Config::load(&Path::new(env!("CARGO_MANIFEST_DIR")).join("../../configs/smoke.toml")).unwrap();
-    cfg.data.corpus = corpus;
-    cfg.data.tokenizer = dir.join("tok.json");
-    cfg.data.vocab_size = 512;
-    cfg.model.context = 32;
-    cfg.train.steps = 10;
-    cfg.train.warmup_steps = 2;
-    cfg.train.checkpoint_every = 10;
-    cfg.train.val_windows = 2;
+    let cfg = common::tiny_config(dir, 10, 2, 2);
     let run = dir.join("run");
     train::train(&cfg, &run, &TrainOptions { quiet: true, ..Default::default() }).unwrap();
     run.join("checkpoints")

@@ -11,24 +11,11 @@ use lm::tch::{nn::VarStore, Device, Tensor};
 use lm::tokenize::{self, Tok};
 use lm::train::{self, TrainOptions};
 
+mod common;
+
 /// A tiny config over a corpus folder made from the fixture (train = validation = excerpt halves).
 fn setup(dir: &Path) -> Config {
-    let text = std::fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/moby_dick_excerpt.txt")).unwrap();
-    let (a, b) = text.split_at(80_000);
-    let corpus = dir.join("corpus");
-    std::fs::create_dir_all(&corpus).unwrap();
-    std::fs::write(corpus.join("train.txt"), a).unwrap();
-    std::fs::write(corpus.join("validation.txt"), b).unwrap();
-    let mut cfg = Config::load(&Path::new(env!("CARGO_MANIFEST_DIR")).join("../../configs/smoke.toml")).unwrap();
-    cfg.data.corpus = corpus;
-    cfg.data.tokenizer = dir.join("tok.json");
-    cfg.data.vocab_size = 512;
-    cfg.model.context = 32;
-    cfg.train.steps = 60;
-    cfg.train.warmup_steps = 5;
-    cfg.train.checkpoint_every = 10;
-    cfg.train.val_windows = 8;
-    cfg
+    common::tiny_config(dir, 60, 5, 8)
 }
 
 fn quiet() -> TrainOptions {

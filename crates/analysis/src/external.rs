@@ -108,8 +108,8 @@ pub fn size_trend(models: &[PythiaModel]) -> SizeTrend {
     }
 }
 
-/// `(steps, scores)` of one task of a model, in step order; `acc_norm` where `norm` (None if a
-/// checkpoint lacks it).
+/// The scores of one task of a model, in step order: `acc`, or `acc_norm` where `norm` (None if
+/// a checkpoint lacks it).
 pub fn trail(rows: &[TaskRecord], task: &str, norm: bool) -> Option<Vec<f64>> {
     let mut r: Vec<&TaskRecord> = rows.iter().filter(|r| r.task == task).collect();
     r.sort_by_key(|r| r.step);
@@ -122,6 +122,8 @@ pub struct SnrRow {
     pub metric: &'static str,
     pub snr: Snr,
     pub sizes: usize,
+    /// the mean over sizes of the final-stage task MTV (accuracy rows; the results files' metric)
+    pub mean_final_mtv: Option<f64>,
 }
 
 /// SNR per task, for `acc` and (where every checkpoint of every size has it) `acc_norm`: the
@@ -129,7 +131,8 @@ pub struct SnrRow {
 /// sd over its final 20% of checkpoints, averaged over sizes.
 pub fn snr_rows(models: &[PythiaModel]) -> Vec<SnrRow> {
     let mut out = vec![];
-    for task in PYTHIA_TASKS {
+    for (t, task) in PYTHIA_TASKS.iter().enumerate() {
+        let mtv = models.iter().map(|m| m.last[t].mtv).sum::<f64>() / models.len() as f64;
         for (metric, norm) in [("acc", false), ("acc_norm", true)] {
             let windows: Option<Vec<Vec<f64>>> = models
                 .iter()
@@ -142,7 +145,7 @@ pub fn snr_rows(models: &[PythiaModel]) -> Vec<SnrRow> {
             let Some(windows) = windows else { continue };
             let refs: Vec<&[f64]> = windows.iter().map(Vec::as_slice).collect();
             if let Some(snr) = crate::snr::snr(&refs) {
-                out.push(SnrRow { task: task.to_string(), metric, snr, sizes: models.len() });
+                out.push(SnrRow { task: task.to_string(), metric, snr, sizes: models.len(), mean_final_mtv: (!norm).then_some(mtv) });
             }
         }
     }

@@ -8,7 +8,7 @@
 
 use anyhow::Result;
 use clap::Parser;
-use experiments::{csv_text, markdown_table, pythia_models, Args, Output, Run, PYTHIA_TASKS};
+use experiments::{csv_text, markdown_table, pythia_models, Args, Output, Run};
 
 fn main() -> Result<()> {
     let args = Args::parse();
@@ -17,9 +17,7 @@ fn main() -> Result<()> {
     let header = ["source", "task", "metric", "signal", "noise", "SNR", "final-stage MTV"];
     let mut rows: Vec<Vec<String>> = vec![];
     for r in analysis::external::snr_rows(&models) {
-        // the mean final-stage MTV of the sizes is of accuracy (the results files' task metric)
-        let t = PYTHIA_TASKS.iter().position(|t| *t == r.task).expect("snr_rows names PYTHIA_TASKS");
-        let mtv = if r.metric == "acc" { format!("{:.4}", experiments::mean(&models.iter().map(|m| m.last[t].mtv).collect::<Vec<_>>())) } else { "-".into() };
+        let mtv = r.mean_final_mtv.map_or("-".into(), |v| format!("{v:.4}"));
         rows.push(vec![format!("Pythia, {} sizes", r.sizes), r.task, r.metric.into(), format!("{:.3}", r.snr.signal), format!("{:.4}", r.snr.noise), format!("{:.1}", r.snr.snr), mtv]);
     }
     for m in run.task_metrics_all()?.iter().filter(|m| m.window == "final") {

@@ -21,7 +21,7 @@ setup:
     @if .venv/bin/python -c 'import torch, numpy, pandas, pyarrow, safetensors, sys; sys.exit(torch.__version__.split("+")[0] != "{{torch}}")' 2>/dev/null; then \
         echo "venv ok: torch {{torch}}"; \
     else \
-        python3 -m venv .venv && .venv/bin/pip install --quiet --disable-pip-version-check torch=={{torch}} numpy pandas pyarrow safetensors; \
+        python3 -m venv .venv && .venv/bin/pip install --quiet --no-cache-dir --disable-pip-version-check torch=={{torch}} numpy pandas pyarrow safetensors; \
     fi
 
 # add lm-evaluation-harness (and transformers) to .venv, pinned, with torch kept at {{torch}}
@@ -30,7 +30,7 @@ setup-interop: setup
     @if .venv/bin/python -c 'import importlib.metadata as m, sys; sys.exit(m.version("lm_eval") != "0.4.13" or m.version("transformers") != "5.25.0")' 2>/dev/null; then \
         echo "venv ok: lm_eval 0.4.13, transformers 5.25.0"; \
     else \
-        .venv/bin/pip install --quiet --disable-pip-version-check -c scripts/constraints-torch.txt "lm-eval[hf]==0.4.13" "transformers==5.25.0"; \
+        .venv/bin/pip install --quiet --no-cache-dir --disable-pip-version-check -c scripts/constraints-torch.txt "lm-eval[hf]==0.4.13" "transformers==5.25.0"; \
     fi
     @.venv/bin/python -c 'import torch, sys; sys.exit(torch.__version__.split("+")[0] != "{{torch}}")' || { echo "error: installing lm-eval changed torch; tch needs torch=={{torch}}" >&2; exit 1; }
 
@@ -151,13 +151,13 @@ _figures size:
 
 _paper size:
     target/release/paper --figures {{ if size == "default" { "figures" } else { "runs/" + size + "/figures" } }} --out {{ if size == "default" { "paper/paper.md" } else { "runs/" + size + "/paper.md" } }}
-    @.venv/bin/python -c 'import markdown_pdf' 2>/dev/null || .venv/bin/pip install --quiet --disable-pip-version-check markdown-pdf==1.13.3 pymupdf==2.0
+    @.venv/bin/python -c 'import markdown_pdf' 2>/dev/null || .venv/bin/pip install --quiet --no-cache-dir --disable-pip-version-check markdown-pdf==1.13.3 pymupdf==2.0
     timeout 600 .venv/bin/python paper/pdf.py {{ if size == "default" { "paper/paper.md paper/paper.pdf" } else { "runs/" + size + "/paper.md runs/" + size + "/paper.pdf" } }}
 
 # execute the exploration notebooks against a run (installs Jupyter's runner into .venv):
 # `just notebooks smoke`; executed copies go to runs/<size>/notebooks/
 notebooks size="default": setup
-    @.venv/bin/python -c 'import nbclient, nbformat, ipykernel, matplotlib' 2>/dev/null || .venv/bin/pip install --quiet --disable-pip-version-check nbclient==0.11.0 nbformat==5.11.1 ipykernel==7.4.0 matplotlib==3.11.2
+    @.venv/bin/python -c 'import nbclient, nbformat, ipykernel, matplotlib' 2>/dev/null || .venv/bin/pip install --quiet --no-cache-dir --disable-pip-version-check nbclient==0.11.0 nbformat==5.11.1 ipykernel==7.4.0 matplotlib==3.11.2
     .venv/bin/python notebooks/run.py runs/{{size}}
 
 # parity with transformers and lm_eval on 3 checkpoints of the smoke run (README "Your own run"):

@@ -95,7 +95,8 @@ mutants shard="0/8":
     tree=target/mutants-tree
     if [ -d $tree ]; then git -C $tree checkout --quiet --detach $(git rev-parse HEAD); else git worktree add --detach $tree HEAD; fi
     shard={{shard}}
-    cd $tree && CARGO_TARGET_DIR=../mutants-target $mutants mutants --in-place --shard $shard --no-shuffle --profile release \
+    mkdir -p target/mutants
+    cd $tree && CARGO_TARGET_DIR=../mutants-target $mutants mutants --in-place --shard $shard --no-shuffle --profile mutants \
         --package analysis --package theory \
         --file crates/analysis/src/nulls.rs --file crates/analysis/src/bootstrap.rs --file crates/analysis/src/selection.rs \
         --file crates/analysis/src/snr.rs --file crates/analysis/src/trend.rs --file crates/analysis/src/power.rs \

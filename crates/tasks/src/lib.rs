@@ -5,10 +5,13 @@
 //! Every choice carries its own context, so one format serves multiple choice (shared context),
 //! partial scoring (WinoGrande: the context varies, the continuation is shared), minimal pairs
 //! (empty context, two sentences) and cloze (one choice: the gold continuation). How a task is
-//! scored is its [`Kind`], recorded with its source and licence in `data/tasks/manifest.json`.
+//! scored is its [`Kind`], recorded with its source and licence in `data/tasks/manifest.json`
+//! ([`build::ManifestEntry`]).
 //! A task's version is the sha256 of its file.
 
+pub mod bigbench;
 pub mod build;
+pub mod dedup;
 
 use anyhow::{bail, Context, Result};
 use serde::{Deserialize, Serialize};

@@ -42,7 +42,7 @@ build: setup
 data: build
     bash scripts/fetch-data.sh
     target/release/corpus --raw data/raw/x --out data/corpus
-    target/release/tasks --raw data/raw/x --heldout data/corpus/heldout.txt --out data/tasks
+    target/release/tasks --raw data/raw/x --heldout data/corpus/heldout.txt --train data/corpus/train.txt --out data/tasks
 
 # train (or resume) a run: `just train smoke`, `just train default`
 train config="smoke": data
@@ -137,6 +137,65 @@ reproduce size="default": data
     for i in "${!names[@]}"; do printf '   %-22s %6d s\n' "${names[$i]}" $(( secs[i+1] - secs[i] )); done
     printf '   %-22s %6d s\n' total $((SECONDS - t0))
     echo "== tables under $run/eval and $run/analysis; figures in {{ if size == "default" { "figures/" } else { "runs/" + size + "/figures/" } }}; paper {{ if size == "default" { "paper/paper.md" } else { "runs/" + size + "/paper.md" } }}"
+
+# the study grid (configs/study/*.toml, or the runs named): per run, one at a time, train ->
+# eval of the scheduled checkpoints (configs/eval-study.toml) -> averages (k = 4, 16) of the
+# final stage and their eval -> ensembles -> analysis -> `analysis pack` into results/<run>/
+# (committed; checkpoints stay in runs/study/). A run whose results/<run>/ exists is skipped;
+# an interrupted one resumes where it stopped. `just study cosine-s1` runs one.
+study *runs: data
+    #!/usr/bin/env bash
+    set -euo pipefail
+    names=({{runs}}); [ ${#names[@]} -gt 0 ] || names=($(ls configs/study | sed 's/[.]toml$//'))
+    for name in "${names[@]}"; do
+      cfg=configs/study/$name.toml; run=runs/study/$name
+      [ -f $cfg ] || { echo "error: no study config $cfg; there are: $(ls configs/study | tr '\n' ' ')" >&2; exit 2; }
+      if [ -d results/$name ]; then echo "== $name: done (results/$name)"; continue; fi
+      echo "== $name: $({{lm}} schedule --config $cfg | cut -c1-100)..."
+      mkdir -p $run; stages=$run/stages.csv; echo "stage,seconds,threads,host_cpu" > $stages
+      cpu=$(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | xargs | tr ',' ' '); threads=$(nproc)
+      stage() { local name=$1; shift; local t=$SECONDS; "$@"; echo "$name,$((SECONDS - t)),$threads,$cpu" >> $stages; }
+      last=$({{lm}} schedule --config $cfg --final-count); from=$({{lm}} schedule --config $cfg --final-start)
+      stage train {{lm}} train --config $cfg --out $run
+      stage eval {{lm}} eval --checkpoints $run/checkpoints --config configs/eval-study.toml
+      stage average target/release/integrate sweep --checkpoints $run/checkpoints --windows 4,16 --last $last
+      for k in 4 16; do
+        stage eval_avg_k$k {{lm}} eval --checkpoints $run/averaged/k$k --out $run/eval-avg-k$k --config configs/eval-study.toml
+      done
+      stage ensemble target/release/integrate ensemble --eval $run/eval --windows 1,2,4,8,16
+      stage analysis target/release/analysis report $run --final-from $from
+      stage compare bash -c "target/release/analysis compare $run > $run/analysis/stability.txt"
+      target/release/analysis pack $run --out results/$name
+      echo "== $name: results/$name written; commit it (git add results/$name)"
+    done
+
+# check a committed study run without the full study: retrain its first `steps` steps from
+# results/<run>/config.toml (same seeds), score the scheduled checkpoints among them, and diff
+# the example rows (decisions identical, log-likelihoods within 1e-3) and the training log
+# (loss within 1e-4 relative) against results/<run>/: `just verify cosine-s1`
+verify run steps="100": data
+    #!/usr/bin/env bash
+    set -euo pipefail
+    res=results/{{run}}; out=runs/verify/{{run}}
+    [ -d $res ] || { echo "error: no committed results $res; there are: $(ls results 2>/dev/null | tr '\n' ' ')" >&2; exit 2; }
+    t0=$SECONDS
+    {{lm}} train --config $res/config.toml --out $out --stop-after {{steps}} --quiet
+    {{lm}} eval --checkpoints $out/checkpoints --config configs/eval-study.toml --quiet
+    target/release/analysis verify $res/eval $out/eval
+    python3 - $res/train_log.csv $out/train_log.csv <<'PY'
+    import csv, sys
+    committed = {r["step"]: r for r in csv.DictReader(open(sys.argv[1]))}
+    rerun = list(csv.DictReader(open(sys.argv[2])))
+    worst = 0.0
+    for r in rerun:
+        c = committed[r["step"]]
+        for k in ("train_loss", "val_loss"):
+            if r[k] and c[k]:
+                worst = max(worst, abs(float(r[k]) - float(c[k])) / abs(float(c[k])))
+    print(f"training log: {len(rerun)} rows, max relative loss difference {worst:.2e} (tolerance 1e-4)")
+    sys.exit(worst > 1e-4)
+    PY
+    echo "== verify {{run}}: ok in $((SECONDS - t0)) s"
 
 # rebuild one figure or table from a run's tables: `just figure fig1_scores`, `just figure table3_claims smoke`
 figure name size="default": build

@@ -25,6 +25,7 @@ pub mod nulls;
 pub mod panel;
 pub mod power;
 pub mod report;
+pub mod results;
 pub mod selection;
 pub mod snr;
 pub mod stream;
@@ -46,6 +47,9 @@ use theory::sequence::mtv;
 pub struct Options {
     /// Fraction of the last checkpoints that make the `final` window (the paper: 0.2).
     pub final_fraction: f64,
+    /// The `final` window starts at this step instead (a run whose scored checkpoints are not
+    /// evenly spaced: `lm schedule --final-start`); at least 3 checkpoints either way.
+    pub final_from: Option<u64>,
     /// Bootstrap draws of examples (one draw shared by every checkpoint, metric and method).
     pub bootstrap: usize,
     /// Draws of the sign-flip null (and of the binomial bound's simulation).
@@ -59,7 +63,7 @@ pub struct Options {
 
 impl Default for Options {
     fn default() -> Self {
-        Options { final_fraction: 0.2, bootstrap: 1000, noise_sims: 2000, splits: 200, seed: 1234, use_acc_norm: false }
+        Options { final_fraction: 0.2, final_from: None, bootstrap: 1000, noise_sims: 2000, splits: 200, seed: 1234, use_acc_norm: false }
     }
 }
 
@@ -240,9 +244,15 @@ fn series_row(task: &str, window: &str, metric: Metric, steps: &[u64], s: &[f64]
     }
 }
 
-/// The windows of a trail of `m` checkpoints.
-pub fn windows(m: usize, final_fraction: f64) -> [(&'static str, std::ops::Range<usize>); 2] {
-    [("all", 0..m), ("final", final_window(m, final_fraction, 3))]
+/// The windows of a trail of checkpoints at `steps` (ascending): all of them, and the final
+/// stage (the last `final_fraction` of the checkpoints, or those from step `final_from`).
+pub fn windows(steps: &[u64], opts: &Options) -> [(&'static str, std::ops::Range<usize>); 2] {
+    let m = steps.len();
+    let fin = match opts.final_from {
+        Some(from) => final_window(m, 0.0, 3).start.min(steps.partition_point(|&s| s < from))..m,
+        None => final_window(m, opts.final_fraction, 3),
+    };
+    [("all", 0..m), ("final", fin)]
 }
 
 /// Analyses a run. `examples` may be empty (task level only).
@@ -286,7 +296,7 @@ fn task_level_only(task: &str, rows: &[&TaskRecord], opts: &Options, out: &mut V
         series.push((Metric::AccNorm, s, se));
     }
     for (metric, s, se) in series {
-        for (name, w) in windows(s.len(), opts.final_fraction) {
+        for (name, w) in windows(&steps, opts) {
             let mut tm = series_row(task, name, metric, &steps[w.clone()], &s[w.clone()]);
             let xs: Vec<f64> = steps[w.clone()].iter().map(|&v| v as f64).collect();
             if let Some(b) = nulls::independent_binomial_bound(&xs, &s[w.clone()], &se[w.clone()], opts.noise_sims, seed_for(opts.seed, task, "binomial")) {
@@ -312,8 +322,8 @@ struct Drawn {
 }
 
 fn with_examples(p: &Panel, opts: &Options, out: &mut Vec<TaskMetrics>, per_example: &mut Vec<ExampleMetrics>) {
-    let (task, n, m) = (p.task.as_str(), p.examples(), p.steps.len());
-    let wins = windows(m, opts.final_fraction);
+    let (task, n) = (p.task.as_str(), p.examples());
+    let wins = windows(&p.steps, opts);
     let metrics = p.metrics();
     let ex_mtv: Vec<[Vec<f64>; 2]> = metrics.iter().map(|&k| {
         let v = p.values(k).unwrap();

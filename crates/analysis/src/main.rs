@@ -37,6 +37,10 @@ enum Command {
         /// Fraction of the last checkpoints that form the `final` window.
         #[arg(long, default_value_t = 0.2)]
         final_fraction: f64,
+        /// The `final` window starts at this step instead (for a run whose scored checkpoints
+        /// are not evenly spaced: `lm schedule --config <run config> --final-start`).
+        #[arg(long, value_name = "STEP")]
+        final_from: Option<u64>,
         /// Bootstrap resamples over examples.
         #[arg(long, default_value_t = 1000)]
         bootstrap: usize,
@@ -53,6 +57,25 @@ enum Command {
         run: PathBuf,
         #[arg(long, default_value_t = 1000)]
         bootstrap: usize,
+    },
+    /// Copy a run's small outputs (config, training log, every eval variant with f32
+    /// log-likelihoods, analysis tables; never checkpoints) into a results folder that is
+    /// committed, e.g. `analysis pack runs/study/cosine-s1 --out results/cosine-s1`.
+    Pack {
+        run: PathBuf,
+        #[arg(long)]
+        out: PathBuf,
+    },
+    /// Check a partial rerun of a committed run (`just verify`): every example row of the
+    /// rerun's eval folder against the committed one; fails if any decision changed or a
+    /// log-likelihood moved by more than --tolerance (f32 storage alone moves them by ~1e-6).
+    Verify {
+        /// The committed eval folder, e.g. results/cosine-s1/eval.
+        expected: PathBuf,
+        /// The rerun's eval folder, e.g. runs/verify/cosine-s1/eval.
+        actual: PathBuf,
+        #[arg(long, default_value_t = 1e-3)]
+        tolerance: f64,
     },
     /// A suite of model sizes (folders `pythia-<size>-deduped/` of lm-evaluation-harness
     /// results, as data/external/pythia-v1-zero-shot): per task, the signal-to-noise ratio across
@@ -71,8 +94,25 @@ fn check_options(final_fraction: f64, bootstrap: usize) -> anyhow::Result<()> {
 }
 
 fn main() -> anyhow::Result<()> {
-    let (inputs, out, step_from, step_map, final_fraction, bootstrap, acc_norm, tasks) = match Cli::parse().command {
-        Command::Report { inputs, out, step_from, step_map, final_fraction, bootstrap, acc_norm, tasks } => (inputs, out, step_from, step_map, final_fraction, bootstrap, acc_norm, tasks),
+    let (inputs, out, step_from, step_map, final_fraction, final_from, bootstrap, acc_norm, tasks) = match Cli::parse().command {
+        Command::Report { inputs, out, step_from, step_map, final_fraction, final_from, bootstrap, acc_norm, tasks } => (inputs, out, step_from, step_map, final_fraction, final_from, bootstrap, acc_norm, tasks),
+        Command::Pack { run, out } => {
+            let p = analysis::results::pack(&run, &out)?;
+            println!("{}: {} files, {:.1} MB ({})", out.display(), p.files, p.bytes as f64 / 1e6, p.variants.join(", "));
+            return Ok(());
+        }
+        Command::Verify { expected, actual, tolerance } => {
+            let read = |d: &PathBuf| records::read_examples(&d.join("examples.parquet"));
+            let a = analysis::results::verify(&read(&expected)?, &read(&actual)?)?;
+            println!(
+                "{} rows at steps {:?}: {} decisions changed, max |log-likelihood difference| {:.2e} (tolerance {tolerance:.0e})",
+                a.rows, a.steps, a.decisions_changed, a.max_abs_loglik_diff
+            );
+            if a.decisions_changed > 0 || a.max_abs_loglik_diff > tolerance {
+                anyhow::bail!("{}: the rerun differs from {}", actual.display(), expected.display());
+            }
+            return Ok(());
+        }
         Command::Suite { dir } => {
             let models = analysis::external::pythia_models(&dir)?;
             print!("{}", analysis::external::render(&models));
@@ -120,7 +160,7 @@ fn main() -> anyhow::Result<()> {
         input.tasks.retain(|r| keep(&r.task));
         input.examples.retain(|r| keep(&r.task));
     }
-    let opts = analysis::Options { final_fraction, bootstrap, use_acc_norm: acc_norm, ..Default::default() };
+    let opts = analysis::Options { final_fraction, final_from, bootstrap, use_acc_norm: acc_norm, ..Default::default() };
     let (tm, _) = analysis::report::write(&input, &out, &opts)?;
     let primary = opts.primary().name();
     print!("{}", analysis::report::render(&tm, "all", primary));

@@ -136,7 +136,7 @@ pub fn write(input: &Input, out: &Path, opts: &Options) -> Result<(Vec<TaskMetri
         records::stage_frame(&mut set, "example_metrics.csv", &mut df)?;
     }
     let provenance = serde_json::json!({
-        "inputs": input.sources, "notices": input.notices, "options": {"final_fraction": opts.final_fraction, "bootstrap": opts.bootstrap, "noise_sims": opts.noise_sims, "splits": opts.splits, "seed": opts.seed, "acc_norm": opts.use_acc_norm},
+        "inputs": input.sources, "notices": input.notices, "options": {"final_fraction": opts.final_fraction, "final_from": opts.final_from, "bootstrap": opts.bootstrap, "noise_sims": opts.noise_sims, "splits": opts.splits, "seed": opts.seed, "acc_norm": opts.use_acc_norm},
         "threads": rayon::current_num_threads(), "host": output::provenance::host(),
         "git_commit": output::provenance::git_commit(),
     });

@@ -210,3 +210,120 @@ fn a_sharded_average_gets_a_rewritten_index() {
     assert_eq!(index["weight_map"]["b"], "model-00002-of-00002.safetensors");
     assert_eq!(read(&out.join("model-00002-of-00002.safetensors"), "b").1, vec![2.0; 2]);
 }
+
+/// The averaging of the code before it ran in parallel, written out plainly: for each tensor in
+/// turn, a whole-tensor accumulator, the inputs added one after the other, rounded with `half`,
+/// serialised by safetensors itself.
+fn sequential_reference(paths: &[PathBuf], weights: &[f64], acc: Accumulate, out: &Path) {
+    let files: Vec<Vec<u8>> = paths.iter().map(|p| std::fs::read(p).unwrap()).collect();
+    let sts: Vec<SafeTensors> = files.iter().map(|b| SafeTensors::deserialize(b).unwrap()).collect();
+    let mut names = sts[0].names();
+    names.sort();
+    let mut results: Vec<(String, Dtype, Vec<usize>, Vec<u8>)> = Vec::new();
+    for name in names {
+        let ts: Vec<_> = sts.iter().map(|s| s.tensor(name).unwrap()).collect();
+        let (dtype, shape) = (ts[0].dtype(), ts[0].shape().to_vec());
+        let n: usize = shape.iter().product();
+        let bytes = if ts.iter().all(|t| t.data() == ts[0].data()) && (weights.iter().sum::<f64>() - 1.0).abs() < 1e-12 {
+            ts[0].data().to_vec()
+        } else {
+            let wide: Vec<f64> = match acc {
+                Accumulate::F64 => {
+                    let mut a = vec![0f64; n];
+                    for (t, &w) in ts.iter().zip(weights) {
+                        for (o, x) in a.iter_mut().zip(values_of(dtype, t.data())) {
+                            *o += w * x;
+                        }
+                    }
+                    a
+                }
+                Accumulate::F32 => {
+                    let mut a = vec![0f32; n];
+                    for (t, &w) in ts.iter().zip(weights) {
+                        let xs: Vec<f32> = match dtype {
+                            Dtype::F32 => t.data().chunks_exact(4).map(|c| f32::from_le_bytes(c.try_into().unwrap())).collect(),
+                            Dtype::BF16 => t.data().chunks_exact(2).map(|c| half::bf16::from_le_bytes([c[0], c[1]]).to_f32()).collect(),
+                            Dtype::F16 => t.data().chunks_exact(2).map(|c| half::f16::from_le_bytes([c[0], c[1]]).to_f32()).collect(),
+                            _ => unreachable!(),
+                        };
+                        for (o, x) in a.iter_mut().zip(xs) {
+                            *o += w as f32 * x;
+                        }
+                    }
+                    a.into_iter().map(|v| v as f64).collect()
+                }
+            };
+            bytes_of(dtype, &wide)
+        };
+        results.push((name.to_string(), dtype, shape, bytes));
+    }
+    let views: Vec<(String, TensorView)> = results.iter().map(|(n, d, s, b)| (n.clone(), TensorView::new(*d, s.clone(), b).unwrap())).collect();
+    let meta: std::collections::HashMap<String, String> = [("format".to_string(), "pt".to_string())].into();
+    safetensors::serialize_to_file(views, Some(meta), out).unwrap();
+}
+
+/// Random weights of a trained model's scale with, in 5% of the places, zeros of both signs,
+/// subnormals (of f32 and of bf16), values near the largest finite ones and, in at most one input
+/// per element, an infinity or a NaN.
+fn random_tensor(rng: &mut impl rand::Rng, dtype: Dtype, n: usize, input: usize, k: usize) -> Vec<f64> {
+    let finite: [f64; 10] = [0.0, -0.0, 1e-40, -3e-39, 1.2e-38, 1e-45, 3.3e38, -3.3e38, 65000.0, 6e-8];
+    (0..n)
+        .map(|i| {
+            if rng.gen_bool(0.05) {
+                let x = finite[rng.gen_range(0..finite.len())];
+                // (f16 would round these to infinities: two of opposite signs make a NaN)
+                if dtype == Dtype::F16 && x.abs() > 1e38 { 65000.0 } else { x }
+            } else if i % 97 == 0 && i / 97 % k == input {
+                [f64::INFINITY, f64::NEG_INFINITY, f64::NAN][i / 97 % 3]
+            } else {
+                let x: f64 = rng.gen_range(-1.0..1.0);
+                if dtype == Dtype::F16 { x } else { x * 0.05 }
+            }
+        })
+        .collect()
+}
+
+/// The parallel averaging against [`sequential_reference`], byte for byte (header included), on
+/// f32, bf16 and f16 tensors of odd sizes (none a multiple of the job or block size; one spans
+/// several jobs), for k = 1, 2, 3 and 16, both accumulations, uniform and exponential weights,
+/// on pools of 1, 2 and 3 threads.
+#[test]
+fn the_parallel_average_is_bit_identical_to_a_sequential_reference() {
+    use rand::SeedableRng;
+    let dir = tempfile::tempdir().unwrap();
+    let chunk = integrate::average::CHUNK;
+    let sizes: [(&str, Dtype, Vec<usize>); 7] = [
+        ("a.bias", Dtype::F32, vec![1]),
+        ("b.weight", Dtype::F32, vec![2 * chunk + 4099]),
+        ("c.weight", Dtype::BF16, vec![3, 2047]),
+        ("d.weight", Dtype::BF16, vec![chunk + 17]),
+        ("e.scale", Dtype::BF16, vec![5]),
+        ("f.weight", Dtype::F16, vec![2049]),
+        ("g.weight", Dtype::F32, vec![31, 33]),
+    ];
+    let pools: Vec<rayon::ThreadPool> = [1, 2, 3].iter().map(|&t| rayon::ThreadPoolBuilder::new().num_threads(t).build().unwrap()).collect();
+    let mut rng = rand_chacha::ChaCha8Rng::seed_from_u64(2024);
+    for k in [1, 2, 3, 16] {
+        let paths: Vec<PathBuf> = (0..k)
+            .map(|i| {
+                let p = dir.path().join(format!("k{k}_{i}.safetensors"));
+                let tensors: Vec<(&str, Dtype, Vec<usize>, Vec<f64>)> = sizes.iter().map(|(n, d, s)| (*n, *d, s.clone(), random_tensor(&mut rng, *d, s.iter().product(), i, k))).collect();
+                write(&p, &tensors);
+                p
+            })
+            .collect();
+        for weights in [uniform(k), exponential(k, 0.3)] {
+            for acc in [Accumulate::F64, Accumulate::F32] {
+                let want = dir.path().join("reference.safetensors");
+                sequential_reference(&paths, &weights, acc, &want);
+                let want = std::fs::read(&want).unwrap();
+                for pool in &pools {
+                    let out = dir.path().join(format!("out{}.safetensors", pool.current_num_threads()));
+                    pool.install(|| average(&open(&paths), &weights, acc, &out)).unwrap();
+                    let got = std::fs::read(&out).unwrap();
+                    assert!(got == want, "k={k} {acc:?} weights {weights:?} on {} threads: the bytes differ", pool.current_num_threads());
+                }
+            }
+        }
+    }
+}

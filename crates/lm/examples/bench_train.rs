@@ -49,7 +49,7 @@ fn main() -> Result<()> {
     let device = Device::Cpu;
     let peak = matmul_peak_gflops();
 
-    tch::manual_seed(cfg.seed as i64);
+    tch::manual_seed(cfg.init_seed() as i64);
     let vs = VarStore::new(device);
     let model = Gpt::new(&vs.root(), &cfg.model, cfg.data.vocab_size);
     let t = &cfg.train;

@@ -30,7 +30,11 @@ pub struct Sidecar {
     pub tokens_seen: u64,
     /// Mean training loss over the steps since the previous checkpoint (none at step 0).
     pub train_loss: Option<f64>,
+    /// Mean loss over the `val_windows` sample of the validation split.
     pub val_loss: f64,
+    /// Mean loss over the whole validation split (at the checkpoints a schedule scores).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub val_loss_full: Option<f64>,
     pub lr: f64,
     pub seed: u64,
     pub config_hash: String,

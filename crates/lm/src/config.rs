@@ -7,7 +7,9 @@ use std::path::{Path, PathBuf};
 
 /// Version of the config layout this build reads and writes. A config without `schema_version`
 /// is version 1; version 1 is not written out, so the hashes of existing runs do not change.
-pub const CONFIG_VERSION: u32 = 1;
+/// Version 2: `init_seed` and `data_seed` apart (version 1's `seed` is both), and an `[eval]`
+/// schedule of the checkpoints to score. A version 1 file loads and hashes as before.
+pub const CONFIG_VERSION: u32 = 2;
 
 fn version_1() -> u32 {
     1
@@ -24,11 +26,35 @@ pub struct Config {
     pub schema_version: u32,
     /// Run name: checkpoints go to `runs/<name>/` unless `--out` says otherwise.
     pub name: String,
-    /// Seeds weight init and the data order (batch `s` is drawn from seed and `s` alone).
-    pub seed: u64,
+    /// Version 1: seeds both weight init and the data order. Use [`Config::init_seed`] and
+    /// [`Config::data_seed`], which read either layout.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub seed: Option<u64>,
+    /// Version 2: seeds weight init (and dropout, if any).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub init_seed: Option<u64>,
+    /// Version 2: seeds the data order (batch `s` is drawn from `data_seed` and `s` alone).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub data_seed: Option<u64>,
     pub data: DataConfig,
     pub model: ModelConfig,
     pub train: TrainConfig,
+    /// Version 2: which checkpoints `lm eval` scores (absent: every checkpoint).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub eval: Option<EvalSchedule>,
+}
+
+/// The checkpoints a run's evaluation spends its time on: every checkpoint of the final
+/// `final_fraction` of training (the study's final stage), the `lead` checkpoints before them (so
+/// that a k-window with k <= lead + 1 and the smoothing baseline are defined at every final
+/// position), and `early` log-spaced checkpoints before those (the shape of the whole curve).
+/// Every checkpoint is still saved and available for averaging.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct EvalSchedule {
+    pub final_fraction: f64,
+    pub lead: usize,
+    pub early: usize,
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
@@ -111,6 +137,20 @@ impl Config {
         if t.steps == 0 || t.checkpoint_every == 0 || t.batch_size <= 0 {
             bail!("steps, checkpoint_every and batch_size must be positive");
         }
+        match (self.schema_version, self.seed, self.init_seed, self.data_seed) {
+            (1, Some(_), None, None) => {}
+            (1, ..) => bail!("a version 1 config has `seed` (no `init_seed`, `data_seed`); set schema_version = 2 to seed them apart"),
+            (_, None, Some(_), Some(_)) => {}
+            _ => bail!("a version {} config has `init_seed` and `data_seed` (and no `seed`)", self.schema_version),
+        }
+        if let Some(e) = &self.eval {
+            if self.schema_version < 2 {
+                bail!("[eval] needs schema_version = 2");
+            }
+            if !(e.final_fraction > 0.0 && e.final_fraction <= 1.0) {
+                bail!("[eval] final_fraction {} must lie in (0, 1]", e.final_fraction);
+            }
+        }
         if !(0.0..=1.0).contains(&t.min_lr_ratio) || !(0.0..=1.0).contains(&t.decay_fraction) {
             bail!("min_lr_ratio and decay_fraction must lie in [0, 1]");
         }
@@ -120,6 +160,64 @@ impl Config {
     /// sha256 of the config's canonical JSON form (independent of TOML layout and comments).
     pub fn hash(&self) -> String {
         output::provenance::sha256_hex(&serde_json::to_vec(self).expect("config serialises"))
+    }
+
+    /// Seed of the weight init (version 1: `seed`).
+    pub fn init_seed(&self) -> u64 {
+        self.init_seed.or(self.seed).expect("validated config has a seed")
+    }
+
+    /// Seed of the data order (version 1: `seed`).
+    pub fn data_seed(&self) -> u64 {
+        self.data_seed.or(self.seed).expect("validated config has a seed")
+    }
+
+    /// Steps at which a checkpoint is saved: 0, every `checkpoint_every` steps, and the last.
+    pub fn checkpoint_steps(&self) -> Vec<u64> {
+        let t = &self.train;
+        let mut s: Vec<u64> = (0..=t.steps).step_by(t.checkpoint_every as usize).collect();
+        if s.last() != Some(&t.steps) {
+            s.push(t.steps);
+        }
+        s
+    }
+
+    /// First step of the final stage: the first checkpoint at or after `(1 - fraction) * steps`.
+    pub fn final_stage_start(&self, fraction: f64) -> u64 {
+        let from = ((1.0 - fraction) * self.train.steps as f64).round() as u64;
+        *self.checkpoint_steps().iter().find(|&&s| s >= from).expect("the last step is a checkpoint")
+    }
+
+    /// The checkpoints `lm eval` scores, ascending: every checkpoint without an `[eval]`
+    /// schedule; with one, the final stage, its `lead` predecessors and `early` log-spaced ones
+    /// before them (step 0 always included).
+    pub fn eval_steps(&self) -> Vec<u64> {
+        let all = self.checkpoint_steps();
+        let Some(e) = &self.eval else { return all };
+        let first_final = all.iter().position(|&s| s >= self.final_stage_start(e.final_fraction)).unwrap();
+        let lead_from = first_final.saturating_sub(e.lead);
+        let mut chosen: Vec<u64> = all[lead_from..].to_vec();
+        // log-spaced indices among the checkpoints before the lead (index 0 is step 0)
+        let before = &all[..lead_from];
+        if !before.is_empty() && e.early > 0 {
+            chosen.push(before[0]);
+            let n = before.len() as f64;
+            for i in 1..e.early {
+                // index n^(i / (early - 1)) - 1: from 0 up to the last index, evenly in log scale
+                let idx = (n.powf(i as f64 / (e.early - 1) as f64) - 1.0).round() as usize;
+                chosen.push(before[idx.min(before.len() - 1)]);
+            }
+        }
+        chosen.sort_unstable();
+        chosen.dedup();
+        chosen
+    }
+
+    /// How many scored checkpoints lie in the final stage (the analysis' final window).
+    pub fn final_stage_len(&self) -> usize {
+        let fraction = self.eval.as_ref().map_or(0.2, |e| e.final_fraction);
+        let start = self.final_stage_start(fraction);
+        self.eval_steps().iter().filter(|&&s| s >= start).count()
     }
 
     /// Learning rate at `step` (0-based) under the configured schedule.
@@ -192,8 +290,56 @@ mod tests {
         let a = cfg();
         let mut b = a.clone();
         assert_eq!(a.hash(), b.hash());
-        b.seed += 1;
+        b.seed = Some(b.seed.unwrap() + 1);
         assert_ne!(a.hash(), b.hash());
+    }
+
+    /// A version 2 config seeds init and data apart; version 1's `seed` is both and its hash is
+    /// unchanged by the new (absent) fields; mixing the layouts is refused.
+    #[test]
+    fn seeds_of_both_layouts() {
+        let v1 = cfg();
+        assert_eq!((v1.init_seed(), v1.data_seed()), (1234, 1234));
+        assert!(!serde_json::to_string(&v1).unwrap().contains("init_seed"));
+        let mut v2 = v1.clone();
+        (v2.schema_version, v2.seed, v2.init_seed, v2.data_seed) = (2, None, Some(7), Some(9));
+        v2.validate().unwrap();
+        assert_eq!((v2.init_seed(), v2.data_seed()), (7, 9));
+        let back: Config = toml::from_str(&toml::to_string(&v2).unwrap()).unwrap();
+        assert_eq!(back, v2);
+        let mut mixed = v2.clone();
+        mixed.seed = Some(1);
+        assert!(mixed.validate().is_err());
+        let mut old_with_new = v1.clone();
+        old_with_new.init_seed = Some(3);
+        assert!(old_with_new.validate().is_err());
+    }
+
+    /// The eval schedule: all of the final stage, `lead` checkpoints before it, `early`
+    /// log-spaced ones before those starting at step 0; every step is a saved checkpoint.
+    #[test]
+    fn eval_schedule_covers_the_final_stage_and_its_lead() {
+        let mut c = cfg();
+        (c.schema_version, c.seed, c.init_seed, c.data_seed) = (2, None, Some(1), Some(1));
+        c.train.steps = 2000;
+        c.train.checkpoint_every = 20;
+        assert_eq!(c.eval_steps(), c.checkpoint_steps());
+        c.eval = Some(EvalSchedule { final_fraction: 0.2, lead: 15, early: 15 });
+        c.validate().unwrap();
+        let s = c.eval_steps();
+        let saved = c.checkpoint_steps();
+        assert!(s.iter().all(|x| saved.contains(x)) && s.windows(2).all(|w| w[0] < w[1]));
+        assert_eq!(c.final_stage_start(0.2), 1600);
+        let finals: Vec<u64> = s.iter().copied().filter(|&x| x >= 1600).collect();
+        assert_eq!(finals, (1600..=2000).step_by(20).collect::<Vec<_>>());
+        assert_eq!(c.final_stage_len(), 21);
+        let lead: Vec<u64> = s.iter().copied().filter(|&x| (1300..1600).contains(&x)).collect();
+        assert_eq!(lead, (1300..1600).step_by(20).collect::<Vec<_>>());
+        let early: Vec<u64> = s.iter().copied().filter(|&x| x < 1300).collect();
+        assert_eq!(early[0], 0);
+        assert!(early.len() >= 10 && early.len() <= 15, "{early:?}");
+        // log spacing: gaps grow
+        assert!(early[1] - early[0] <= early[early.len() - 1] - early[early.len() - 2], "{early:?}");
     }
 
     #[test]

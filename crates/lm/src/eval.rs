@@ -18,7 +18,7 @@ use tch::{nn::VarStore, Device};
 
 use crate::checkpoint::{self, Sidecar};
 use crate::model::Gpt;
-use crate::score::{score, Request};
+use crate::score::{score_groups, Request};
 use crate::tokenize::Tok;
 
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
@@ -32,6 +32,9 @@ pub struct EvalConfig {
     pub shots: usize,
     /// At most this many examples per task (a fixed, seeded subset).
     pub max_examples: usize,
+    /// Per-task caps that replace `max_examples` (e.g. `bigbench_sva = 5000`).
+    #[serde(default, skip_serializing_if = "std::collections::BTreeMap::is_empty")]
+    pub max_examples_per_task: std::collections::BTreeMap<String, usize>,
     /// Tokens per forward batch.
     pub batch_tokens: usize,
 }
@@ -50,8 +53,10 @@ impl EvalConfig {
 /// encoded or scored makes every checkpoint be scored again. 1: context and continuation encoded
 /// apart, empty context after "\n\n", `acc_norm` over characters with the delimiter. 2:
 /// lm-evaluation-harness's `_encode_pair`, empty context after the prefix token, `acc_norm` over
-/// the choice without the delimiter, byte lengths stored.
-pub const SCORING_VERSION: u32 = 2;
+/// the choice without the delimiter, byte lengths stored. 3: the options of an example scored
+/// together behind their shared context (`score_groups`; equal to version 2 within float
+/// rounding, so a near-tie may decide the other way: results are not mixed across versions).
+pub const SCORING_VERSION: u32 = 3;
 
 /// A task ready to score: its examples (subset, with shots) tokenized once for all checkpoints.
 pub struct Prepared {
@@ -70,7 +75,8 @@ pub struct Prepared {
 pub fn prepare(tasks: &[Task], tok: &Tok, cfg: &EvalConfig) -> Result<Vec<Prepared>> {
     let mut out = Vec::new();
     for t in tasks {
-        let chosen = tasks::subsample(&t.examples, cfg.max_examples, cfg.seed);
+        let cap = cfg.max_examples_per_task.get(&t.info.name).copied().unwrap_or(cfg.max_examples);
+        let chosen = tasks::subsample(&t.examples, cap, cfg.seed);
         let examples = tasks::with_shots(&t.examples, &chosen, cfg.shots, cfg.seed);
         let mut p = Prepared { name: t.info.name.clone(), kind: t.info.kind, version: t.info.sha256.clone(), ids: vec![], gold: vec![], requests: vec![], chars: vec![], bytes: vec![] };
         for e in &examples {
@@ -93,13 +99,13 @@ pub fn prepare(tasks: &[Task], tok: &Tok, cfg: &EvalConfig) -> Result<Vec<Prepar
 
 /// Scores one model on the prepared tasks.
 pub fn evaluate(model: &Gpt, tok: &Tok, prepared: &[Prepared], step: u64, batch_tokens: usize, device: Device) -> Result<Vec<ExampleRecord>> {
-    let flat: Vec<Request> = prepared.iter().flat_map(|p| p.requests.iter().flatten().cloned()).collect();
-    let scored = score(model, &flat, batch_tokens, device)?;
-    let mut it = scored.into_iter();
+    // one group per example: its options share their context's tokens (score_groups)
+    let groups: Vec<&[Request]> = prepared.iter().flat_map(|p| p.requests.iter().map(Vec::as_slice)).collect();
+    let mut it = score_groups(model, &groups, batch_tokens, device)?.into_iter();
     let mut rows = Vec::new();
     for p in prepared {
         for (i, reqs) in p.requests.iter().enumerate() {
-            let s: Vec<_> = it.by_ref().take(reqs.len()).collect();
+            let s = it.next().context("score_groups returned fewer groups than examples")?;
             let logliks: Vec<f64> = s.iter().map(|x| x.loglik).collect();
             let norm: Vec<f64> = logliks.iter().zip(&p.chars[i]).map(|(l, &c)| l / c.max(1) as f64).collect();
             let gold = p.gold[i];
@@ -189,9 +195,15 @@ fn cached_rows(rows_path: &Path, key_path: &Path, key: &ResultKey) -> Option<Vec
 /// Evaluates every checkpoint (sidecar) in `ckpt_dir`, writing into `out_dir` (locked for the
 /// run: a second writer is refused). `tokenizer` overrides the path the checkpoints' config names.
 pub fn run(ckpt_dir: &Path, cfg: &EvalConfig, out_dir: &Path, tokenizer: Option<&Path>, quiet: bool) -> Result<EvalSummary> {
-    let ckpts = checkpoint::list(ckpt_dir)?;
+    let mut ckpts = checkpoint::list(ckpt_dir)?;
     if ckpts.is_empty() {
         bail!("{}: no checkpoints (step_*.json) found", ckpt_dir.display());
+    }
+    // the run config's schedule names the checkpoints worth scoring (all, without one)
+    let saved = ckpts.len();
+    ckpts.retain(|(_, m)| m.config.eval.is_none() || m.config.eval_steps().contains(&m.step));
+    if ckpts.len() < saved && !quiet {
+        eprintln!("scoring {} of {saved} checkpoints (the run config's [eval] schedule)", ckpts.len());
     }
     let first: &Sidecar = &ckpts[0].1;
     let tok_path = match tokenizer {
@@ -304,7 +316,7 @@ mod tests {
         let options = [" the whale", " a long and winding sentence about the sea", " ship"];
         let ex = tasks::Example { id: "t/0".into(), choices: options.iter().map(|o| tasks::Choice { context: "Call me".into(), continuation: o.to_string() }).collect(), gold: 1 };
         let info = tasks::TaskInfo { name: "t".into(), kind: Kind::MultipleChoice, file: "t.jsonl".into(), sha256: "0".repeat(64), examples: 1, chance: 1.0 / 3.0, source: String::new(), license: String::new() };
-        let cfg = EvalConfig { tasks: dir.path().into(), seed: 0, shots: 0, max_examples: 10, batch_tokens: 256 };
+        let cfg = EvalConfig { tasks: dir.path().into(), seed: 0, shots: 0, max_examples: 10, max_examples_per_task: Default::default(), batch_tokens: 256 };
         let prepared = prepare(&[Task { info, examples: vec![ex] }], &tok, &cfg).unwrap();
         let rows = evaluate(&model, &tok, &prepared, 5, 256, Device::Cpu).unwrap();
         let r = &rows[0];

@@ -103,6 +103,17 @@ enum Command {
         #[arg(long)]
         config: PathBuf,
     },
+    /// Print the checkpoints a config's evaluation scores (its `[eval]` schedule), or with
+    /// `--final-count` only how many of them lie in the final stage (the analysis' window).
+    Schedule {
+        #[arg(long)]
+        config: PathBuf,
+        #[arg(long)]
+        final_count: bool,
+        /// Print only the first step of the final stage (`analysis report --final-from`).
+        #[arg(long)]
+        final_start: bool,
+    },
 }
 
 fn main() -> Result<()> {
@@ -161,6 +172,17 @@ fn main() -> Result<()> {
         Command::Info { config } => {
             let cfg = Config::load(&config)?;
             println!("{}: {} parameters, {:.1} MFLOP per training token", cfg.name, cfg.n_params(), cfg.train_flops_per_token() / 1e6);
+        }
+        Command::Schedule { config, final_count, final_start } => {
+            let cfg = Config::load(&config)?;
+            if final_start {
+                println!("{}", cfg.final_stage_start(cfg.eval.as_ref().map_or(0.2, |e| e.final_fraction)));
+            } else if final_count {
+                println!("{}", cfg.final_stage_len());
+            } else {
+                let steps = cfg.eval_steps();
+                println!("{}: {} of {} checkpoints scored, {} in the final stage: {}", cfg.name, steps.len(), cfg.checkpoint_steps().len(), cfg.final_stage_len(), steps.iter().map(u64::to_string).collect::<Vec<_>>().join(","));
+            }
         }
     }
     Ok(())

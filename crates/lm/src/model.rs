@@ -57,9 +57,11 @@ impl Block {
     fn forward(&self, x: &Tensor, rope: &(Tensor, Tensor), train: bool) -> Tensor {
         let (b, t, d) = x.size3().unwrap();
         let hd = d / self.n_heads;
+        // to_kind is a no-op in fp32; it lets a model cast to bf16 run in bf16
+        let (cos, sin) = (rope.0.narrow(0, 0, t).to_kind(x.kind()), rope.1.narrow(0, 0, t).to_kind(x.kind()));
         let qkv = self.attn_norm.forward(x).apply(&self.qkv).view([b, t, 3, self.n_heads, hd]).permute([2, 0, 3, 1, 4]);
         let (q, k, v) = (qkv.get(0), qkv.get(1), qkv.get(2));
-        let (q, k) = (apply_rope(&q, rope), apply_rope(&k, rope));
+        let (q, k) = (rotate(&q, &cos, &sin), rotate(&k, &cos, &sin));
         let y = Tensor::scaled_dot_product_attention::<Tensor>(&q, &k, &v, None, 0.0, true, None, false);
         let y = y.transpose(1, 2).contiguous().view([b, t, d]).apply(&self.wo).dropout(self.dropout, train);
         let x = x + y;
@@ -68,6 +70,26 @@ impl Block {
         let (g, u) = (halves.next().unwrap(), halves.next().unwrap());
         let y = (g.silu() * u).apply(&self.down).dropout(self.dropout, train);
         x + y
+    }
+
+    /// Inference-only block over rows that pack several sequences: rotary tables gathered per
+    /// token ([B, 1, T, hd], `sin_signed` with its first half negated, see [`rotate_signed`]),
+    /// an additive float mask [B, 1, T, T] (0 or -inf), in-place residual updates. The same
+    /// arithmetic as [`Block::forward`] up to float rounding.
+    fn forward_packed(&self, mut x: Tensor, cos: &Tensor, sin_signed: &Tensor, mask: &Tensor) -> Tensor {
+        let (b, t, d) = x.size3().unwrap();
+        let hd = d / self.n_heads;
+        let qkv = self.attn_norm.forward(&x).apply(&self.qkv).view([b, t, 3, self.n_heads, hd]).permute([2, 0, 3, 1, 4]);
+        let qk = rotate_signed(&qkv.narrow(0, 0, 2), cos, sin_signed);
+        let y = Tensor::scaled_dot_product_attention(&qk.get(0), &qk.get(1), &qkv.get(2), Some(mask), 0.0, false, None, false);
+        x += y.transpose(1, 2).contiguous().view([b, t, d]).apply(&self.wo);
+        let gu = self.mlp_norm.forward(&x).apply(&self.gate_up);
+        let mut halves = gu.chunk(2, -1).into_iter();
+        let (g, u) = (halves.next().unwrap(), halves.next().unwrap());
+        let mut g = g.silu();
+        g *= u;
+        x += g.apply(&self.down);
+        x
     }
 }
 
@@ -82,15 +104,32 @@ fn rope_tables(c: &ModelConfig, device: Device) -> (Tensor, Tensor) {
     (angles.cos().to_kind(Kind::Float).to(device), angles.sin().to_kind(Kind::Float).to(device))
 }
 
-/// Rotates pairs (x_i, x_{i + hd/2}) of a [B, H, T, hd] tensor by position-dependent angles.
+/// Rotates pairs (x_i, x_{i + hd/2}) of a [B, H, T, hd] tensor by position-dependent angles
+/// (positions 0..T; the blocks call [`rotate`] with the tables laid out for their rows).
+#[cfg(test)]
 fn apply_rope(x: &Tensor, (cos, sin): &(Tensor, Tensor)) -> Tensor {
     let t = x.size()[2];
-    let hd = x.size()[3];
-    let (cos, sin) = (cos.narrow(0, 0, t), sin.narrow(0, 0, t));
+    rotate(x, &cos.narrow(0, 0, t), &sin.narrow(0, 0, t))
+}
+
+/// The rotation of [`apply_rope`] with tables that broadcast against `x` [B, H, T, hd].
+fn rotate(x: &Tensor, cos: &Tensor, sin: &Tensor) -> Tensor {
+    let hd = x.size()[x.dim() - 1];
     let x1 = x.narrow(-1, 0, hd / 2);
     let x2 = x.narrow(-1, hd / 2, hd / 2);
     let rotated = Tensor::cat(&[&(-&x2), &x1], -1);
     x * cos + rotated * sin
+}
+
+/// [`rotate`] in three passes instead of five, over q and k at once ([2, B, H, T, hd]):
+/// `rotate_half(x) * sin` is `swap_halves(x) * sin_signed`, `sin_signed` being `sin` with its
+/// first half negated (both halves of the tables are equal).
+fn rotate_signed(x: &Tensor, cos: &Tensor, sin_signed: &Tensor) -> Tensor {
+    let hd = x.size()[x.dim() - 1];
+    let swapped = Tensor::cat(&[x.narrow(-1, hd / 2, hd / 2), x.narrow(-1, 0, hd / 2)], -1);
+    let mut out = x * cos;
+    let _ = out.addcmul_(&swapped, sin_signed);
+    out
 }
 
 /// The decoder. Build it inside a `VarStore` so its weights can be saved, loaded and averaged.
@@ -120,6 +159,29 @@ impl Gpt {
         let mut x = self.wte.forward(tokens);
         for block in &self.blocks {
             x = block.forward(&x, &self.rope, train);
+        }
+        self.norm_f.forward(&x)
+    }
+
+    /// Final hidden states [B, T, d_model] of rows that pack several sequences: `positions`
+    /// [B, T] (int64, each < context) are the rotary positions of the tokens, and `mask`
+    /// [B, T, T] (bool, true: query row may attend to key column) replaces the causal mask;
+    /// every query must be allowed at least one key. Inference only (no dropout); `hidden`
+    /// is the fast path for plain causal rows.
+    pub fn hidden_masked(&self, tokens: &Tensor, positions: &Tensor, mask: &Tensor) -> Tensor {
+        let (b, t) = tokens.size2().unwrap();
+        let hd = self.config.d_model / self.config.n_heads;
+        let idx = positions.reshape([-1]);
+        // in the weights' kind, so that a model cast to bf16 computes in bf16
+        let kind = self.wte.ws.kind();
+        let cos = self.rope.0.index_select(0, &idx).view([b, 1, t, hd]).to_kind(kind);
+        let sin = self.rope.1.index_select(0, &idx).view([b, 1, t, hd]).to_kind(kind);
+        let sin_signed = Tensor::cat(&[-sin.narrow(-1, 0, hd / 2), sin.narrow(-1, hd / 2, hd / 2)], -1);
+        // additive, converted once for all layers
+        let mask = Tensor::zeros(mask.size(), (kind, mask.device())).masked_fill(&mask.logical_not(), f64::NEG_INFINITY).unsqueeze(1);
+        let mut x = self.wte.forward(tokens);
+        for block in &self.blocks {
+            x = block.forward_packed(x, &cos, &sin_signed, &mask);
         }
         self.norm_f.forward(&x)
     }
@@ -171,6 +233,31 @@ mod tests {
         assert!(f64::try_from((out.narrow(1, 8, 8) - base.narrow(1, 8, 8)).abs().max()).unwrap() > 0.0);
     }
 
+    /// With positions 0.. and the causal mask, the masked forward is the plain one; two
+    /// sequences packed in one row (positions restarting, block-diagonal mask) each give what
+    /// they give alone.
+    #[test]
+    fn masked_forward_equals_plain_forward_and_isolates_packed_sequences() {
+        tch::manual_seed(2);
+        let vs = nn::VarStore::new(Device::Cpu);
+        let mut c = tiny();
+        c.init_std = 0.3;
+        let model = Gpt::new(&vs.root(), &c, 50);
+        let tokens = Tensor::randint(50, [2, 10], (Kind::Int64, Device::Cpu));
+        let pos = Tensor::arange(10, (Kind::Int64, Device::Cpu)).unsqueeze(0).repeat([2, 1]);
+        let causal = Tensor::ones([10, 10], (Kind::Bool, Device::Cpu)).tril(0).unsqueeze(0).repeat([2, 1, 1]);
+        let (plain, masked) = tch::no_grad(|| (model.hidden(&tokens, false), model.hidden_masked(&tokens, &pos, &causal)));
+        assert!(f64::try_from((&plain - &masked).abs().max()).unwrap() < 1e-5);
+        // row 0's first 6 tokens and row 1's first 4, packed side by side
+        let packed = Tensor::cat(&[tokens.get(0).narrow(0, 0, 6), tokens.get(1).narrow(0, 0, 4)], 0).unsqueeze(0);
+        let ppos = Tensor::from_slice(&[0i64, 1, 2, 3, 4, 5, 0, 1, 2, 3]).unsqueeze(0);
+        let seg = Tensor::from_slice(&[0i64, 0, 0, 0, 0, 0, 1, 1, 1, 1]);
+        let mask = seg.unsqueeze(1).eq_tensor(&seg.unsqueeze(0)).logical_and(&Tensor::ones([10, 10], (Kind::Bool, Device::Cpu)).tril(0)).unsqueeze(0);
+        let h = tch::no_grad(|| model.hidden_masked(&packed, &ppos, &mask)).get(0);
+        assert!(f64::try_from((h.narrow(0, 0, 6) - plain.get(0).narrow(0, 0, 6)).abs().max()).unwrap() < 1e-5);
+        assert!(f64::try_from((h.narrow(0, 6, 4) - plain.get(1).narrow(0, 0, 4)).abs().max()).unwrap() < 1e-5);
+    }
+
     #[test]
     fn rope_is_a_rotation_and_identity_at_position_zero() {
         let c = tiny();
@@ -180,6 +267,11 @@ mod tests {
         let norm = |t: &Tensor| t.pow_tensor_scalar(2).sum_dim_intlist(-1, false, Kind::Float);
         assert!(f64::try_from((norm(&x) - norm(&y)).abs().max()).unwrap() < 1e-4);
         assert!(f64::try_from((x.narrow(2, 0, 1) - y.narrow(2, 0, 1)).abs().max()).unwrap() < 1e-7);
+        // the packed path's form: sign folded into sin, q and k stacked
+        let (cos, sin) = (rope.0.narrow(0, 0, 16), rope.1.narrow(0, 0, 16));
+        let sin_signed = Tensor::cat(&[-sin.narrow(-1, 0, 4), sin.narrow(-1, 4, 4)], -1);
+        let z = rotate_signed(&Tensor::stack(&[&x, &x], 0), &cos, &sin_signed);
+        assert!(f64::try_from((z.get(1) - &y).abs().max()).unwrap() < 1e-6);
     }
 
     #[test]

@@ -1,6 +1,7 @@
 //! The pretraining loop: tokens in, a dense trail of checkpoints out.
 //!
-//! Batch `s` is drawn from `(seed, s)` alone and libtorch is reseeded at every step, so a run
+//! Batch `s` is drawn from `(data_seed, s)` alone and libtorch is reseeded (from `init_seed`)
+//! at every step, so a run
 //! killed after any checkpoint and resumed from it continues exactly as if never stopped.
 //! `runs/<name>/` holds `config.toml`, `train_log.csv` (loss per step, validation loss per
 //! checkpoint) and `checkpoints/`.
@@ -56,12 +57,12 @@ impl TokenData {
         Ok(TokenData { train, val })
     }
 
-    /// The training batch of step `step`: `batch_size` windows at positions hashed from (seed, step).
+    /// The training batch of step `step`: `batch_size` windows at positions hashed from (data seed, step).
     pub fn batch(&self, cfg: &Config, step: u64, device: Device) -> (Tensor, Tensor) {
         let t = cfg.model.context as usize;
         let span = (self.train.len() - t - 1) as u64;
         let starts: Vec<usize> = (0..cfg.train.batch_size as u64)
-            .map(|i| (splitmix64(cfg.seed ^ splitmix64(step.wrapping_mul(1 << 20) + i)) % span) as usize)
+            .map(|i| (splitmix64(cfg.data_seed() ^ splitmix64(step.wrapping_mul(1 << 20) + i)) % span) as usize)
             .collect();
         windows(&self.train, &starts, t, device)
     }
@@ -79,6 +80,21 @@ impl TokenData {
                 total += f64::try_from(model.loss(&x, &y, false)).unwrap() * chunk.len() as f64;
             }
             total / n as f64
+        })
+    }
+
+    /// Mean validation loss per token over the whole validation split, in non-overlapping
+    /// windows of `context` tokens (the tail shorter than a window is left out).
+    pub fn val_loss_full(&self, cfg: &Config, model: &Gpt, device: Device) -> f64 {
+        let t = cfg.model.context as usize;
+        let starts: Vec<usize> = (0..(self.val.len() - 1) / t).map(|i| i * t).collect();
+        tch::no_grad(|| {
+            let mut total = 0.0;
+            for chunk in starts.chunks(16) {
+                let (x, y) = windows(&self.val, chunk, t, device);
+                total += f64::try_from(model.loss(&x, &y, false)).unwrap() * chunk.len() as f64;
+            }
+            total / starts.len() as f64
         })
     }
 }
@@ -176,7 +192,7 @@ fn move_aside(run_dir: &Path) -> Result<PathBuf> {
 
 /// Keeps the training log consistent with the step we resume from: rows after it are dropped.
 fn open_log(path: &Path, resumed: Option<u64>) -> Result<std::fs::File> {
-    let header = "step,tokens,lr,train_loss,grad_norm,val_loss\n";
+    let header = "step,tokens,lr,train_loss,grad_norm,val_loss,val_loss_full\n";
     let mut kept = String::from(header);
     if let (Some(step), Ok(old)) = (resumed, std::fs::read_to_string(path)) {
         for line in old.lines().skip(1) {
@@ -214,7 +230,7 @@ pub fn train(cfg: &Config, run_dir: &Path, opts: &TrainOptions) -> Result<TrainS
     }
     let ckpt_dir = run_dir.join("checkpoints");
     let device = Device::cuda_if_available();
-    tch::manual_seed(cfg.seed as i64);
+    tch::manual_seed(cfg.init_seed() as i64);
     let mut vs = VarStore::new(device);
     let model = Gpt::new(&vs.root(), &cfg.model, cfg.data.vocab_size);
     let t = &cfg.train;
@@ -224,13 +240,18 @@ pub fn train(cfg: &Config, run_dir: &Path, opts: &TrainOptions) -> Result<TrainS
     let mut log = open_log(&run_dir.join("train_log.csv"), resumed.as_ref().map(|m| m.step))?;
     let tokens_per_step = (t.batch_size * cfg.model.context) as u64;
     let commit = git_commit();
-    let meta = |step: u64, train_loss: Option<f64>, val_loss: f64, lr: f64| Sidecar {
+    // the whole validation split is scored at the checkpoints `lm eval` scores (a schedule
+    // exists from config version 2); elsewhere the `val_windows` sample stands in
+    let scheduled = cfg.eval.as_ref().map(|_| cfg.eval_steps());
+    let full_val = |step: u64, model: &Gpt| scheduled.as_ref().filter(|s| s.contains(&step)).map(|_| data.val_loss_full(cfg, model, device));
+    let meta = |step: u64, train_loss: Option<f64>, val_loss: f64, val_loss_full: Option<f64>, lr: f64| Sidecar {
         step,
         tokens_seen: step * tokens_per_step,
         train_loss,
         val_loss,
+        val_loss_full,
         lr,
-        seed: cfg.seed,
+        seed: cfg.init_seed(),
         config_hash: cfg.hash(),
         tokenizer_sha256: tok.sha256.clone(),
         weights_file: String::new(),
@@ -243,8 +264,9 @@ pub fn train(cfg: &Config, run_dir: &Path, opts: &TrainOptions) -> Result<TrainS
     };
     let first_val = data.val_loss(cfg, &model, device);
     if resumed.is_none() {
-        checkpoint::save(&ckpt_dir, &vs, Some(opt.named_state()), meta(0, None, first_val, 0.0))?;
-        writeln!(log, "0,0,0,,,{first_val}")?;
+        let full = full_val(0, &model);
+        checkpoint::save(&ckpt_dir, &vs, Some(opt.named_state()), meta(0, None, first_val, full, 0.0))?;
+        writeln!(log, "0,0,0,,,{first_val},{}", full.map_or(String::new(), |v| v.to_string()))?;
     }
     let end = opts.stop_after.map_or(t.steps, |s| s.min(t.steps));
     let bar = if opts.quiet { ProgressBar::hidden() } else { ProgressBar::new(t.steps) };
@@ -254,7 +276,7 @@ pub fn train(cfg: &Config, run_dir: &Path, opts: &TrainOptions) -> Result<TrainS
     let began = Instant::now();
     let (mut loss_sum, mut loss_n, mut last_val) = (0.0, 0u64, first_val);
     for step in start..end {
-        tch::manual_seed((cfg.seed ^ splitmix64(step)) as i64 & i64::MAX);
+        tch::manual_seed((cfg.init_seed() ^ splitmix64(step)) as i64 & i64::MAX);
         let lr = cfg.lr_at(step);
         let (x, y) = data.batch(cfg, step, device);
         let loss = model.loss(&x, &y, true);
@@ -270,10 +292,12 @@ pub fn train(cfg: &Config, run_dir: &Path, opts: &TrainOptions) -> Result<TrainS
         let done = step + 1;
         let at_checkpoint = done % t.checkpoint_every == 0 || done == t.steps;
         let val = if at_checkpoint { Some(data.val_loss(cfg, &model, device)) } else { None };
-        writeln!(log, "{done},{},{lr},{loss},{grad_norm},{}", done * tokens_per_step, val.map_or(String::new(), |v| v.to_string()))?;
+        let full = if at_checkpoint { full_val(done, &model) } else { None };
+        let show = |v: Option<f64>| v.map_or(String::new(), |v| v.to_string());
+        writeln!(log, "{done},{},{lr},{loss},{grad_norm},{},{}", done * tokens_per_step, show(val), show(full))?;
         if let Some(v) = val {
             log.flush()?;
-            checkpoint::save(&ckpt_dir, &vs, Some(opt.named_state()), meta(done, Some(loss_sum / loss_n as f64), v, lr))?;
+            checkpoint::save(&ckpt_dir, &vs, Some(opt.named_state()), meta(done, Some(loss_sum / loss_n as f64), v, full, lr))?;
             prune_optimizer_state(&ckpt_dir, 2)?;
             (loss_sum, loss_n, last_val) = (0.0, 0, v);
         }

@@ -77,7 +77,7 @@ fn checkpoint_round_trip_is_bit_exact_and_provenance_is_recorded() {
     let mut vs = VarStore::new(Device::Cpu);
     let _model = Gpt::new(&vs.root(), &cfg.model, cfg.data.vocab_size);
     let meta = checkpoint::load(&sidecar, &mut vs, &tok.sha256).unwrap();
-    assert_eq!((meta.step, meta.seed, meta.tokens_seen), (10, cfg.seed, 10 * 16 * 32));
+    assert_eq!((meta.step, meta.seed, meta.tokens_seen), (10, cfg.init_seed(), 10 * 16 * 32));
     assert_eq!(meta.config_hash, cfg.hash());
     assert_eq!(meta.tokenizer_sha256, tok.sha256);
     assert!(!meta.git_commit.is_empty());
@@ -191,4 +191,41 @@ fn a_run_without_a_resumable_checkpoint_is_refused_not_overwritten() {
     std::fs::remove_file(ck.join("step_000000.optim.safetensors")).unwrap();
     let e = format!("{:#}", train::train(&cfg, &run, &quiet()).unwrap_err());
     assert!(e.contains("step_000010.optim.safetensors") && e.contains("corrupt"), "{e}");
+}
+
+/// Version 2 seeds: `init_seed` alone fixes the step-0 weights, `data_seed` alone the batches;
+/// an `[eval]` schedule records the whole-split validation loss at its checkpoints only.
+#[test]
+fn init_and_data_seeds_act_apart_and_the_schedule_marks_full_validation() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut base = common::tiny_config(dir.path(), 20, 5, 4);
+    (base.schema_version, base.seed, base.init_seed, base.data_seed) = (2, None, Some(1), Some(1));
+    base.train.checkpoint_every = 5;
+    base.eval = Some(lm::config::EvalSchedule { final_fraction: 0.25, lead: 1, early: 1 });
+    base.validate().unwrap();
+    assert_eq!(base.eval_steps(), vec![0, 10, 15, 20]);
+    let run = |cfg: &Config, name: &str| {
+        let d = dir.path().join(name);
+        train::train(cfg, &d, &quiet()).unwrap();
+        d.join("checkpoints")
+    };
+    let a = run(&base, "a");
+    let mut other_data = base.clone();
+    other_data.data_seed = Some(2);
+    let b = run(&other_data, "b");
+    let mut other_init = base.clone();
+    other_init.init_seed = Some(2);
+    let c = run(&other_init, "c");
+    let w = |d: &Path, s: &str| weights(&d.join(format!("step_0000{s}.safetensors")));
+    assert_eq!(max_abs_diff(&w(&a, "00"), &w(&b, "00")), 0.0, "data_seed must not touch the init");
+    assert!(max_abs_diff(&w(&a, "00"), &w(&c, "00")) > 0.0, "init_seed must change the init");
+    assert!(max_abs_diff(&w(&a, "20"), &w(&b, "20")) > 0.0, "data_seed must change the batches");
+    for step in [0u64, 5, 10, 15, 20] {
+        let m = checkpoint::read_sidecar(&a.join(format!("{}.json", checkpoint::stem(step)))).unwrap();
+        assert_eq!(m.val_loss_full.is_some(), step != 5, "step {step}");
+    }
+    let log = std::fs::read_to_string(dir.path().join("a/train_log.csv")).unwrap();
+    assert!(log.starts_with("step,tokens,lr,train_loss,grad_norm,val_loss,val_loss_full\n"));
+    let full_rows = log.lines().skip(1).filter(|l| !l.ends_with(',')).count();
+    assert_eq!(full_rows, 4, "{log}");
 }

@@ -73,14 +73,7 @@ impl TokenData {
         let n = cfg.train.val_windows.max(1) as usize;
         let stride = ((self.val.len() - t - 1) / n).max(1);
         let starts: Vec<usize> = (0..n).map(|i| (i * stride).min(self.val.len() - t - 1)).collect();
-        tch::no_grad(|| {
-            let mut total = 0.0;
-            for chunk in starts.chunks(16) {
-                let (x, y) = windows(&self.val, chunk, t, device);
-                total += f64::try_from(model.loss(&x, &y, false)).unwrap() * chunk.len() as f64;
-            }
-            total / n as f64
-        })
+        self.mean_val_loss(&starts, t, model, device)
     }
 
     /// Mean validation loss per token over the whole validation split, in non-overlapping
@@ -88,6 +81,11 @@ impl TokenData {
     pub fn val_loss_full(&self, cfg: &Config, model: &Gpt, device: Device) -> f64 {
         let t = cfg.model.context as usize;
         let starts: Vec<usize> = (0..(self.val.len() - 1) / t).map(|i| i * t).collect();
+        self.mean_val_loss(&starts, t, model, device)
+    }
+
+    /// Mean loss of the validation windows of `t` tokens at `starts`, 16 windows per batch.
+    fn mean_val_loss(&self, starts: &[usize], t: usize, model: &Gpt, device: Device) -> f64 {
         tch::no_grad(|| {
             let mut total = 0.0;
             for chunk in starts.chunks(16) {

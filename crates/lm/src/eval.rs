@@ -202,6 +202,9 @@ pub fn run(ckpt_dir: &Path, cfg: &EvalConfig, out_dir: &Path, tokenizer: Option<
     // the run config's schedule names the checkpoints worth scoring (all, without one)
     let saved = ckpts.len();
     ckpts.retain(|(_, m)| m.config.eval.is_none() || m.config.eval_steps().contains(&m.step));
+    if ckpts.is_empty() {
+        bail!("{}: none of the {saved} checkpoints is in the run config's [eval] schedule (`lm schedule --config` lists it)", ckpt_dir.display());
+    }
     if ckpts.len() < saved && !quiet {
         eprintln!("scoring {} of {saved} checkpoints (the run config's [eval] schedule)", ckpts.len());
     }

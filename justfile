@@ -11,6 +11,8 @@ export RUST_LIB_BACKTRACE := "0"
 
 torch := "2.11.0"
 lm := "target/release/lm"
+# the study run the paper's per-run figures show (results/<headline>/)
+headline := "cosine-s1"
 
 # list the recipes
 default:
@@ -109,11 +111,30 @@ mutants crate="theory" shard="0/1":
         --no-shuffle --profile mutants --package {{crate}} "${files[@]}" "${tests[@]}" \
         --output ../mutants/{{crate}}-${shard/\//-of-} --timeout 400
 
+# every figure, table and the paper (the versioned figures/ and paper/) from the committed study
+# results (results/<run>/, analysed again under runs/results/) plus a fresh smoke run that checks
+# the whole chain; `just reproduce smoke` (or `default`) runs the chain of that size from scratch
+# instead, writing runs/<size>/figures and runs/<size>/paper.md
+reproduce size="study": data
+    #!/usr/bin/env bash
+    set -euo pipefail
+    if [ "{{size}}" != study ]; then {{just_executable()}} --justfile {{justfile()}} _chain {{size}}; exit; fi
+    t0=$SECONDS
+    echo "== the smoke chain, fresh (train -> eval -> average -> ensemble -> analysis -> figures -> paper)"
+    {{just_executable()}} --justfile {{justfile()}} _chain smoke
+    t1=$SECONDS
+    echo "== the committed study runs: ensembles, analysis and comparison rebuilt from results/"
+    bash scripts/results.sh
+    t2=$SECONDS
+    {{just_executable()}} --justfile {{justfile()}} _figures study
+    {{just_executable()}} --justfile {{justfile()}} _paper study
+    echo "== summary of reproduce: smoke chain $((t1 - t0)) s, study analysis $((t2 - t1)) s, figures and paper $((SECONDS - t2)) s, total $((SECONDS - t0)) s"
+    echo "== figures in figures/, paper paper/paper.md (headline run results/{{headline}}; every run in table6, table7, fig8)"
+
 # the whole chain at the given size, each step skipping what is up to date, then a summary:
 # data -> train -> eval -> average (k = 4, 16, final stage) -> eval averaged -> ensemble (mean of
-# distributions, and majority vote)
-# -> analysis -> figures and tables -> paper
-reproduce size="default": data
+# distributions, and majority vote) -> analysis -> figures and tables -> paper
+_chain size:
     #!/usr/bin/env bash
     set -euo pipefail
     run=runs/{{size}}
@@ -136,7 +157,7 @@ reproduce size="default": data
     echo "== summary of reproduce {{size}}"
     for i in "${!names[@]}"; do printf '   %-22s %6d s\n' "${names[$i]}" $(( secs[i+1] - secs[i] )); done
     printf '   %-22s %6d s\n' total $((SECONDS - t0))
-    echo "== tables under $run/eval and $run/analysis; figures in {{ if size == "default" { "figures/" } else { "runs/" + size + "/figures/" } }}; paper {{ if size == "default" { "paper/paper.md" } else { "runs/" + size + "/paper.md" } }}"
+    echo "== tables under $run/eval and $run/analysis; figures in runs/{{size}}/figures/; paper runs/{{size}}/paper.md"
 
 # the study grid (configs/study/*.toml, or the runs named): per run, one at a time, train ->
 # eval of the scheduled checkpoints (configs/eval-study.toml) -> averages (k = 4, 16) of the
@@ -174,27 +195,40 @@ verify run steps="100": data
     PY
     echo "== verify {{run}}: ok in $((SECONDS - t0)) s"
 
-# rebuild one figure or table from a run's tables: `just figure fig1_scores`, `just figure table3_claims smoke`
-figure name size="default": build
+# rebuild one figure or table: `just figure fig1_scores` (the study's, into figures/),
+# `just figure table3_claims smoke` (a run's, into runs/smoke/figures)
+figure name size="study": build
     @test -f experiments/src/bin/{{name}}.rs -a "{{name}}" != paper || { echo "no figure or table named {{name}}; there are: $(ls experiments/src/bin | sed 's/[.]rs$//' | grep -v '^paper$' | tr '\n' ' ')" >&2; exit 2; }
-    target/release/{{name}} --run runs/{{size}} --out {{ if size == "default" { "figures" } else { "runs/" + size + "/figures" } }}
+    {{just_executable()}} --justfile {{justfile()}} _figures {{size}} {{name}}
 
-# every figure and table of a run (one binary each, experiments/src/bin)
-figures size="default": build
+# every figure and table (one binary each, experiments/src/bin): the study's, or a run's
+figures size="study": build
     {{just_executable()}} --justfile {{justfile()}} _figures {{size}}
 
-# the paper of a run: paper/template.md filled with its tables and figures, as Markdown and PDF
-paper size="default": build
+# the paper: paper/template.md filled with the tables and figures, as Markdown and PDF
+paper size="study": build
     {{just_executable()}} --justfile {{justfile()}} _figures {{size}}
     {{just_executable()}} --justfile {{justfile()}} _paper {{size}}
 
-_figures size:
-    for b in $(ls experiments/src/bin | sed 's/[.]rs$//' | grep -v '^paper$'); do target/release/$b --run runs/{{size}} --out {{ if size == "default" { "figures" } else { "runs/" + size + "/figures" } }}; done
+# the study's figures read the headline run (runs/results/{{headline}}) and every study run under
+# runs/results/; a single run's read runs/<size>, and its study tables (table6, table7, fig8) show
+# that run alone (runs/<size>/study/<size> links to the run)
+_figures size *names:
+    #!/usr/bin/env bash
+    set -euo pipefail
+    if [ "{{size}}" = study ]; then
+      args=(--run runs/results/{{headline}} --results runs/results --out figures)
+    else
+      mkdir -p runs/{{size}}/study && ln -sfn .. runs/{{size}}/study/{{size}}
+      args=(--run runs/{{size}} --results runs/{{size}}/study --out runs/{{size}}/figures)
+    fi
+    names=({{names}}); [ ${#names[@]} -gt 0 ] || names=($(ls experiments/src/bin | sed 's/[.]rs$//' | grep -v '^paper$'))
+    for b in "${names[@]}"; do target/release/$b "${args[@]}"; done
 
 _paper size:
-    target/release/paper --figures {{ if size == "default" { "figures" } else { "runs/" + size + "/figures" } }} --out {{ if size == "default" { "paper/paper.md" } else { "runs/" + size + "/paper.md" } }}
+    target/release/paper --figures {{ if size == "study" { "figures" } else { "runs/" + size + "/figures" } }} --out {{ if size == "study" { "paper/paper.md" } else { "runs/" + size + "/paper.md" } }}
     @.venv/bin/python -c 'import markdown_pdf' 2>/dev/null || .venv/bin/pip install --quiet --no-cache-dir --disable-pip-version-check markdown-pdf==1.13.3 pymupdf==2.0
-    timeout 600 .venv/bin/python paper/pdf.py {{ if size == "default" { "paper/paper.md paper/paper.pdf" } else { "runs/" + size + "/paper.md runs/" + size + "/paper.pdf" } }}
+    timeout 600 .venv/bin/python paper/pdf.py {{ if size == "study" { "paper/paper.md paper/paper.pdf" } else { "runs/" + size + "/paper.md runs/" + size + "/paper.pdf" } }}
 
 # execute the exploration notebooks against a run (installs Jupyter's runner into .venv):
 # `just notebooks smoke`; executed copies go to runs/<size>/notebooks/

@@ -9,6 +9,7 @@
 
 pub mod plot;
 pub mod png;
+pub mod study;
 
 use analysis::compare::{DifferenceRow, StabilityRow};
 use analysis::{ExampleMetrics, TaskMetrics};
@@ -31,6 +32,9 @@ pub struct Args {
     /// Folder of `pythia-<size>-deduped/` lm-evaluation-harness results (fig7, table3)
     #[arg(long, default_value = "data/external/pythia-v1-zero-shot")]
     pub pythia: PathBuf,
+    /// Folder of committed study runs, `results/<run>/` (`just study`; table6, table7, fig8)
+    #[arg(long, default_value = "results")]
+    pub results: PathBuf,
 }
 
 /// One row of `train_log.csv`.

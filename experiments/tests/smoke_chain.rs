@@ -12,7 +12,7 @@ const ROOT: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/..");
 const FIXTURE: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/fixtures/smoke");
 
 /// Every figure and table binary (`src/bin/` minus `paper`), with its path.
-const BINARIES: [(&str, &str); 12] = [
+const BINARIES: [(&str, &str); 15] = [
     ("fig1_scores", env!("CARGO_BIN_EXE_fig1_scores")),
     (
         "fig2_example_heatmap",
@@ -26,6 +26,7 @@ const BINARIES: [(&str, &str); 12] = [
         env!("CARGO_BIN_EXE_fig6_loss_vs_scores"),
     ),
     ("fig7_pythia", env!("CARGO_BIN_EXE_fig7_pythia")),
+    ("fig8_study", env!("CARGO_BIN_EXE_fig8_study")),
     (
         "table1_main_results",
         env!("CARGO_BIN_EXE_table1_main_results"),
@@ -34,6 +35,8 @@ const BINARIES: [(&str, &str); 12] = [
     ("table3_claims", env!("CARGO_BIN_EXE_table3_claims")),
     ("table4_snr", env!("CARGO_BIN_EXE_table4_snr")),
     ("table5_size_trend", env!("CARGO_BIN_EXE_table5_size_trend")),
+    ("table6_study_tasks", env!("CARGO_BIN_EXE_table6_study_tasks")),
+    ("table7_study_runs", env!("CARGO_BIN_EXE_table7_study_runs")),
 ];
 
 fn copy_dir(from: &Path, to: &Path) {
@@ -90,6 +93,19 @@ fn rebuild_after_eval(run: &Path) {
     .unwrap();
 }
 
+/// A study grid of the analysed smoke run under `dir/results` (as `just study` lays it out): two
+/// seeds of it, a WSD run and a wider one, told apart by their configs only (the tables are the
+/// smoke run's), for the study tables and figure.
+fn study_results(dir: &Path, run: &Path) {
+    let config = std::fs::read_to_string(run.join("config.toml")).unwrap();
+    for (name, from, to) in [("cosine-s1", "seed = 1234", "seed = 1234"), ("cosine-s2", "seed = 1234", "seed = 99"), ("wsd-s1", "schedule = \"cosine\"", "schedule = \"wsd\""), ("wide-s1", "d_model = 64", "d_model = 96")] {
+        let to_dir = dir.join("results").join(name);
+        copy_dir(run, &to_dir);
+        assert!(config.contains(from));
+        std::fs::write(to_dir.join("config.toml"), config.replace(from, to)).unwrap();
+    }
+}
+
 /// Runs a binary in `dir` as `just` would (`--run smoke --out figures`), so that paths in its
 /// outputs are the same on every machine.
 fn run_binary(name: &str, exe: &str, dir: &Path) -> String {
@@ -104,6 +120,8 @@ fn run_binary(name: &str, exe: &str, dir: &Path) -> String {
             "figures".as_ref(),
             "--pythia".as_ref(),
             pythia.as_os_str(),
+            "--results".as_ref(),
+            "results".as_ref(),
         ])
         .output()
         .unwrap();
@@ -141,6 +159,7 @@ fn smoke_chain_tables_figures_and_paper() {
     let run = tmp.path().join("smoke");
     copy_dir(Path::new(FIXTURE), &run);
     rebuild_after_eval(&run);
+    study_results(tmp.path(), &run);
 
     // every table the chain writes after evaluation
     for k in [1, 2, 4, 8, 16] {

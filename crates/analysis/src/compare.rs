@@ -33,7 +33,7 @@ use crate::panel::Panel;
 use crate::{bootstrap, Options, LEVEL};
 use theory::sequence::{exact_match, instability, moving_average, mtv};
 
-#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+#[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq)]
 pub struct StabilityRow {
     pub task: String,
     pub metric: String,

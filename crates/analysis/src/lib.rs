@@ -81,7 +81,7 @@ impl Options {
 pub const LEVEL: f64 = 0.95;
 
 /// One row per (task, window, metric).
-#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+#[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq)]
 pub struct TaskMetrics {
     pub task: String,
     pub window: String,

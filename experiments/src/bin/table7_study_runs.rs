@@ -1,0 +1,48 @@
+//! Table 7: one row per run of the study grid (`results/<run>/`, `just study`): what it varies
+//! (schedule, size, seeds), its training tokens and final validation loss, how many tasks end
+//! above chance, and the final-stage task MTV pooled over those tasks for single checkpoints,
+//! the smoothing baseline (k-moving average of the single scores), checkpoint averaging and
+//! ensembling at k = 4 and 16 (`analysis compare`'s stability table).
+
+use anyhow::Result;
+use clap::Parser;
+use experiments::study::load_results;
+use experiments::{csv_text, markdown_table, Args, Output, Run};
+
+const METHODS: [(&str, usize, &str); 7] = [
+    ("single", 1, "single"),
+    ("smoothing", 4, "smoothing k=4"),
+    ("average", 4, "average k=4"),
+    ("ensemble", 4, "ensemble k=4"),
+    ("smoothing", 16, "smoothing k=16"),
+    ("average", 16, "average k=16"),
+    ("ensemble", 16, "ensemble k=16"),
+];
+
+fn main() -> Result<()> {
+    let args = Args::parse();
+    let prov = Run::new(&args.results)?;
+    let runs = load_results(&args.results, &prov)?;
+    let mut header = vec!["run", "schedule", "parameters", "tokens", "init/data seed", "final val loss", "tasks above chance"];
+    header.extend(METHODS.iter().map(|m| m.2));
+    let rows: Vec<Vec<String>> = runs
+        .iter()
+        .map(|r| {
+            let above = r.above_chance();
+            let mut row = vec![
+                r.name.clone(),
+                r.schedule.clone(),
+                format!("{:.2}M", r.params as f64 / 1e6),
+                format!("{:.1}M", r.tokens as f64 / 1e6),
+                format!("{}/{}", r.init_seed, r.data_seed),
+                r.final_val_loss.map_or("-".into(), |v| format!("{v:.4}")),
+                format!("{}/{}", above.len(), r.tasks.len()),
+            ];
+            row.extend(METHODS.iter().map(|(m, k, _)| r.pooled_mtv(&above, m, *k).map_or("-".into(), |v| format!("{v:.4}"))));
+            row
+        })
+        .collect();
+    let mut md = markdown_table(&header, &rows);
+    md += "\nMTV columns: final-stage task MTV of accuracy, mean over the run's tasks above chance (the pooled set differs between runs where the tasks above chance do; `table6_study_tasks` lists them). Smoothing: the k-moving average of the single checkpoints' scores, the baseline any k-window method must beat, since neighbouring windows share k-1 checkpoints. Tokens: steps x batch x context. Val loss on the whole validation split.\n";
+    Output::new(&args.out, "table7_study_runs")?.table(&md, &csv_text(&header, &rows)?, &prov)
+}

@@ -1,0 +1,337 @@
+//! The study grid's committed results (`results/<run>/`, written by `just study`): which runs
+//! exist, which axis each one varies (seed, model size, learning-rate schedule), and the numbers
+//! the study's table and figure put side by side: each task's final accuracy against chance,
+//! the checkpoint-to-checkpoint spread within a run, and the seed-to-seed spread between runs.
+//!
+//! A results folder is laid out as a run folder (`analysis pack`), so its tables are read with
+//! [`Run`]'s readers; every file read is recorded as an input of the output's provenance.
+
+use crate::{mean, read_csv, Run};
+use analysis::compare::StabilityRow;
+use analysis::TaskMetrics;
+use anyhow::{bail, Context, Result};
+use serde::Deserialize;
+use std::path::{Path, PathBuf};
+
+/// The parts of a run config (`config.toml`, schema 1 or 2) the study compares runs on.
+#[derive(Debug, Clone, Deserialize)]
+struct RunConfig {
+    name: String,
+    #[serde(default)]
+    seed: Option<u64>,
+    #[serde(default)]
+    init_seed: Option<u64>,
+    #[serde(default)]
+    data_seed: Option<u64>,
+    data: DataConfig,
+    model: ModelConfig,
+    train: TrainConfig,
+}
+
+#[derive(Debug, Clone, Deserialize)]
+struct DataConfig {
+    vocab_size: u64,
+}
+
+#[derive(Debug, Clone, Deserialize)]
+struct ModelConfig {
+    d_model: u64,
+    n_layers: u64,
+    d_ff: u64,
+    context: u64,
+}
+
+#[derive(Debug, Clone, Deserialize)]
+struct TrainConfig {
+    batch_size: u64,
+    steps: u64,
+    schedule: String,
+}
+
+/// One committed study run.
+#[derive(Debug, Clone)]
+pub struct StudyRun {
+    pub name: String,
+    pub dir: PathBuf,
+    pub schedule: String,
+    pub init_seed: u64,
+    pub data_seed: u64,
+    /// parameters, tied embeddings counted once (as `lm` counts them)
+    pub params: u64,
+    /// training tokens: steps x batch size x context
+    pub tokens: u64,
+    /// the last validation loss on the whole validation split, if the log has one
+    pub final_val_loss: Option<f64>,
+    /// accuracy metrics of the final stage, one per task
+    pub tasks: Vec<TaskMetrics>,
+    /// the stability table's accuracy rows (single, smoothing, average, ensemble)
+    pub stability: Vec<StabilityRow>,
+}
+
+impl StudyRun {
+    /// The final-stage accuracy metrics of `task`.
+    pub fn task(&self, task: &str) -> Option<&TaskMetrics> {
+        self.tasks.iter().find(|m| m.task == task)
+    }
+
+    /// The tasks whose final accuracy is above chance (its 95% interval excludes chance).
+    pub fn above_chance(&self) -> Vec<&str> {
+        self.tasks.iter().filter(|m| m.above_chance == Some(true)).map(|m| m.task.as_str()).collect()
+    }
+
+    /// Mean over `tasks` of the final-stage task MTV of a method (`single`, `smoothing`,
+    /// `average`, `ensemble`) at window `k` (k = 1 for single checkpoints); None if a task lacks it.
+    pub fn pooled_mtv(&self, tasks: &[&str], method: &str, k: usize) -> Option<f64> {
+        let v: Option<Vec<f64>> = tasks
+            .iter()
+            .map(|t| self.stability.iter().find(|r| r.task == *t && r.method == method && r.k == k).map(|r| r.mtv))
+            .collect();
+        v.filter(|v| !v.is_empty()).map(|v| mean(&v))
+    }
+
+    /// The axis label of the run: `<schedule>, <params>M`.
+    pub fn label(&self) -> String {
+        format!("{}, {:.1}M", self.schedule, self.params as f64 / 1e6)
+    }
+}
+
+/// The last non-empty `val_loss_full` (else `val_loss`) of a training log.
+fn final_val_loss(path: &Path) -> Result<Option<f64>> {
+    let mut r = csv::Reader::from_path(path).with_context(|| format!("{}: cannot open", path.display()))?;
+    let headers = r.headers()?.clone();
+    let col = |name: &str| headers.iter().position(|h| h == name);
+    let Some(c) = col("val_loss_full").or_else(|| col("val_loss")) else { return Ok(None) };
+    let mut last = None;
+    for row in r.records() {
+        let row = row.with_context(|| format!("{}: malformed row", path.display()))?;
+        if let Some(v) = row.get(c).filter(|v| !v.is_empty()) {
+            last = Some(v.parse::<f64>().with_context(|| format!("{}: bad loss {v:?}", path.display()))?);
+        }
+    }
+    Ok(last)
+}
+
+/// Reads one results folder (`config.toml`, `train_log.csv`, `analysis/task_metrics.csv`,
+/// `analysis/stability.csv`), recording each file as an input of `prov`.
+pub fn load_run(dir: &Path, prov: &Run) -> Result<StudyRun> {
+    let cfg_path = dir.join("config.toml");
+    let text = std::fs::read_to_string(&cfg_path).with_context(|| format!("{}: cannot read", cfg_path.display()))?;
+    let cfg: RunConfig = toml::from_str(&text).with_context(|| format!("{}: not a run config", cfg_path.display()))?;
+    prov.also_read(&cfg_path);
+    let (init_seed, data_seed) = match (cfg.init_seed, cfg.data_seed, cfg.seed) {
+        (Some(i), Some(d), _) => (i, d),
+        (_, _, Some(s)) => (s, s),
+        _ => bail!("{}: no seeds (init_seed and data_seed, or seed)", cfg_path.display()),
+    };
+    let m = &cfg.model;
+    let per_layer = 4 * m.d_model * m.d_model + 3 * m.d_model * m.d_ff + 2 * m.d_model;
+    let params = cfg.data.vocab_size * m.d_model + m.n_layers * per_layer + m.d_model;
+    let log = dir.join("train_log.csv");
+    let final_val_loss = if log.is_file() {
+        prov.also_read(&log);
+        final_val_loss(&log)?
+    } else {
+        None
+    };
+    let tm_path = dir.join("analysis/task_metrics.csv");
+    let st_path = dir.join("analysis/stability.csv");
+    for p in [&tm_path, &st_path] {
+        if !p.is_file() {
+            bail!("{}: missing; `just study {}` writes it", p.display(), cfg.name);
+        }
+        prov.also_read(p);
+    }
+    let tasks: Vec<TaskMetrics> = read_csv::<TaskMetrics>(&tm_path)?.into_iter().filter(|m| m.window == "final" && m.metric == "acc").collect();
+    if tasks.is_empty() {
+        bail!("{}: no final-stage accuracy rows", tm_path.display());
+    }
+    let stability = read_csv::<StabilityRow>(&st_path)?.into_iter().filter(|r| r.metric == "acc").collect();
+    Ok(StudyRun {
+        name: dir.file_name().and_then(|n| n.to_str()).unwrap_or("?").to_string(),
+        dir: dir.to_path_buf(),
+        schedule: cfg.train.schedule,
+        init_seed,
+        data_seed,
+        params,
+        tokens: cfg.train.steps * cfg.train.batch_size * m.context,
+        final_val_loss,
+        tasks,
+        stability,
+    })
+}
+
+/// Every run under `results` (sub-folders with a `config.toml`), in name order.
+pub fn load_results(results: &Path, prov: &Run) -> Result<Vec<StudyRun>> {
+    let entries = std::fs::read_dir(results).with_context(|| format!("{}: no results folder; `just study` writes results/<run>/", results.display()))?;
+    let mut dirs: Vec<PathBuf> = entries.flatten().map(|e| e.path()).filter(|p| p.join("config.toml").is_file()).collect();
+    dirs.sort();
+    if dirs.is_empty() {
+        bail!("{}: no study runs (folders with a config.toml); `just study` writes them", results.display());
+    }
+    dirs.iter().map(|d| load_run(d, prov)).collect()
+}
+
+/// Runs that differ only by their seeds: same schedule, same parameter count, same tokens.
+pub fn seed_groups(runs: &[StudyRun]) -> Vec<Vec<&StudyRun>> {
+    let mut groups: Vec<Vec<&StudyRun>> = vec![];
+    for r in runs {
+        match groups.iter_mut().find(|g| g[0].schedule == r.schedule && g[0].params == r.params && g[0].tokens == r.tokens) {
+            Some(g) => g.push(r),
+            None => groups.push(vec![r]),
+        }
+    }
+    groups
+}
+
+/// Sample standard deviation (n - 1); None below two values.
+pub fn sample_sd(x: &[f64]) -> Option<f64> {
+    if x.len() < 2 {
+        return None;
+    }
+    let m = mean(x);
+    Some((x.iter().map(|v| (v - m).powi(2)).sum::<f64>() / (x.len() - 1) as f64).sqrt())
+}
+
+/// The 95% interval of a normal population's sd from a sample sd of `n` values (chi-square).
+pub fn sd_interval(sd: f64, n: usize) -> (f64, f64) {
+    use statrs::distribution::{ChiSquared, ContinuousCDF, Normal};
+    let df = (n - 1) as f64;
+    // statrs' chi-square quantile is NaN in the lower tail at 1 df; there it is a squared normal's
+    let quantile = |p: f64| {
+        if n == 2 {
+            Normal::standard().inverse_cdf((1.0 + p) / 2.0).powi(2)
+        } else {
+            ChiSquared::new(df).expect("n >= 2").inverse_cdf(p)
+        }
+    };
+    ((df / quantile(0.975)).sqrt() * sd, (df / quantile(0.025)).sqrt() * sd)
+}
+
+/// One task of a seed group: the seed-to-seed spread of the final score next to the
+/// checkpoint-to-checkpoint spread within each run.
+#[derive(Debug, Clone, PartialEq)]
+pub struct SeedSpread {
+    pub task: String,
+    pub seeds: usize,
+    /// sample sd of the final-stage final score across seeds (None with one seed)
+    pub between_seed_sd: Option<f64>,
+    pub between_seed_ci: Option<(f64, f64)>,
+    /// mean over seeds of the sd of a run's scores over its final stage
+    pub within_run_sd: f64,
+    /// mean over seeds of the final-stage task MTV
+    pub within_run_mtv: f64,
+    /// the task is above chance in every run of the group
+    pub above_chance: bool,
+}
+
+/// Per task of a seed group (tasks every run of the group has).
+pub fn seed_spread(group: &[&StudyRun]) -> Vec<SeedSpread> {
+    let mut tasks: Vec<&str> = group[0].tasks.iter().map(|m| m.task.as_str()).collect();
+    tasks.retain(|t| group.iter().all(|r| r.task(t).is_some()));
+    tasks
+        .into_iter()
+        .map(|t| {
+            let ms: Vec<&TaskMetrics> = group.iter().map(|r| r.task(t).unwrap()).collect();
+            let finals: Vec<f64> = ms.iter().map(|m| m.final_score).collect();
+            let sd = sample_sd(&finals);
+            let within: Vec<f64> = ms.iter().map(|m| m.relative_std.unwrap_or(0.0) * m.mean_score.abs()).collect();
+            SeedSpread {
+                task: t.to_string(),
+                seeds: ms.len(),
+                between_seed_sd: sd,
+                between_seed_ci: sd.map(|s| sd_interval(s, ms.len())),
+                within_run_sd: mean(&within),
+                within_run_mtv: mean(&ms.iter().map(|m| m.mtv).collect::<Vec<_>>()),
+                above_chance: ms.iter().all(|m| m.above_chance == Some(true)),
+            }
+        })
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn sample_sd_by_hand() {
+        assert_eq!(sample_sd(&[1.0]), None);
+        assert!((sample_sd(&[1.0, 2.0, 3.0]).unwrap() - 1.0).abs() < 1e-12);
+    }
+
+    #[test]
+    fn sd_interval_contains_the_estimate_and_is_wide_with_three_seeds() {
+        // chi-square with 2 df: quantiles 0.0506 and 7.378
+        let (lo, hi) = sd_interval(1.0, 3);
+        assert!((lo - (2.0f64 / 7.3778).sqrt()).abs() < 1e-3, "{lo}");
+        assert!((hi - (2.0f64 / 0.050636).sqrt()).abs() < 1e-2, "{hi}");
+        // with many values the interval narrows around the estimate
+        // two values (1 df): quantiles 0.000982 and 5.024
+        let (lo, hi) = sd_interval(1.0, 2);
+        assert!((lo - (1.0f64 / 5.0239).sqrt()).abs() < 1e-3 && (hi - (1.0f64 / 0.000982).sqrt()).abs() < 0.1, "{lo} {hi}");
+        let (lo, hi) = sd_interval(1.0, 1001);
+        assert!(lo > 0.95 && hi < 1.05, "{lo} {hi}");
+    }
+
+    fn write_run(root: &Path, name: &str, schedule: &str, d_model: u64, seeds: (u64, u64), finals: &[(&str, f64, bool)]) {
+        let dir = root.join(name);
+        std::fs::create_dir_all(dir.join("analysis")).unwrap();
+        std::fs::write(
+            dir.join("config.toml"),
+            format!("schema_version = 2\nname = \"{name}\"\ninit_seed = {}\ndata_seed = {}\n[data]\nvocab_size = 100\n[model]\nd_model = {d_model}\nn_layers = 2\nd_ff = 32\ncontext = 8\n[train]\nbatch_size = 4\nsteps = 10\nschedule = \"{schedule}\"\n", seeds.0, seeds.1),
+        )
+        .unwrap();
+        std::fs::write(dir.join("train_log.csv"), "step,tokens,lr,train_loss,grad_norm,val_loss,val_loss_full\n0,0,0.1,5,1,5.5,5.4\n10,320,0.1,4,1,4.5,\n").unwrap();
+        let mut tm = csv::Writer::from_path(dir.join("analysis/task_metrics.csv")).unwrap();
+        let mut st = csv::Writer::from_path(dir.join("analysis/stability.csv")).unwrap();
+        for (task, fin, above) in finals {
+            let m = TaskMetrics { task: task.to_string(), window: "final".into(), metric: "acc".into(), final_score: *fin, mean_score: *fin, relative_std: Some(0.1), mtv: 0.02, above_chance: Some(*above), ..Default::default() };
+            tm.serialize(&m).unwrap();
+            for (method, k, mtv) in [("single", 1, 0.02), ("average", 16, 0.01)] {
+                st.serialize(StabilityRow { task: task.to_string(), metric: "acc".into(), method: method.into(), k, mtv, ..Default::default() }).unwrap();
+            }
+        }
+    }
+
+    #[test]
+    fn results_are_grouped_by_what_differs_and_spreads_are_computed_per_task() {
+        let tmp = tempfile::tempdir().unwrap();
+        let root = tmp.path();
+        write_run(root, "cosine-s1", "cosine", 16, (1, 2), &[("a", 0.60, true), ("b", 0.25, false)]);
+        write_run(root, "cosine-s2", "cosine", 16, (3, 4), &[("a", 0.62, true), ("b", 0.26, false)]);
+        write_run(root, "cosine-s3", "cosine", 16, (5, 6), &[("a", 0.64, true), ("b", 0.24, false)]);
+        write_run(root, "wsd-s1", "wsd", 16, (1, 2), &[("a", 0.70, true), ("b", 0.25, false)]);
+        write_run(root, "size-s1", "cosine", 32, (1, 2), &[("a", 0.66, true), ("b", 0.25, false)]);
+        std::fs::create_dir_all(root.join("not-a-run")).unwrap();
+        let prov = Run::new(root).unwrap();
+        let runs = load_results(root, &prov).unwrap();
+        assert_eq!(runs.iter().map(|r| r.name.as_str()).collect::<Vec<_>>(), ["cosine-s1", "cosine-s2", "cosine-s3", "size-s1", "wsd-s1"]);
+        assert_eq!(runs[0].params, 100 * 16 + 2 * (4 * 256 + 3 * 16 * 32 + 32) + 16);
+        assert_eq!(runs[0].tokens, 10 * 4 * 8);
+        assert_eq!(runs[0].final_val_loss, Some(5.4));
+        assert_eq!(runs[0].above_chance(), ["a"]);
+        assert_eq!(runs[0].pooled_mtv(&["a", "b"], "average", 16), Some(0.01));
+        assert_eq!(runs[0].pooled_mtv(&["a"], "ensemble", 16), None);
+        let groups = seed_groups(&runs);
+        assert_eq!(groups.iter().map(|g| g.len()).collect::<Vec<_>>(), [3, 1, 1]);
+        let spread = seed_spread(&groups[0]);
+        let a = spread.iter().find(|s| s.task == "a").unwrap();
+        assert!((a.between_seed_sd.unwrap() - 0.02).abs() < 1e-12);
+        assert!((a.within_run_sd - 0.1 * 0.62).abs() < 1e-12);
+        assert!(a.above_chance && !spread.iter().find(|s| s.task == "b").unwrap().above_chance);
+        assert_eq!(seed_spread(&groups[1])[0].between_seed_sd, None);
+        // every file read is an input of the provenance
+        assert_eq!(prov.inputs().len(), 5 * 4);
+    }
+
+    #[test]
+    fn an_empty_results_folder_is_an_error_naming_it() {
+        let tmp = tempfile::tempdir().unwrap();
+        let prov = Run::new(tmp.path()).unwrap();
+        let e = load_results(tmp.path(), &prov).unwrap_err().to_string();
+        assert!(e.contains("no study runs") && e.contains(&tmp.path().display().to_string()), "{e}");
+        write_run(tmp.path(), "r", "cosine", 16, (1, 2), &[("a", 0.6, true)]);
+        std::fs::remove_file(tmp.path().join("r/analysis/stability.csv")).unwrap();
+        let e = load_results(tmp.path(), &prov).unwrap_err().to_string();
+        assert!(e.contains("stability.csv") && e.contains("just study r"), "{e}");
+    }
+}

@@ -239,14 +239,15 @@ notebooks size="default": setup
 # parity with transformers and lm_eval on 3 checkpoints of the smoke run (README "Your own run"):
 # export them to Hugging Face folders, run the real lm_eval on them with a local task made of the
 # examples `lm eval` scored, then `analysis report`, `integrate average` and `integrate ensemble`
-# on the folders; prints max logit difference, decision agreement and MTV agreement, fails if off
-interop task="arc_easy" steps="100,150,200" examples="200": setup-interop data
+# on the folders; prints max logit difference, decision agreement and MTV agreement, fails if off.
+# Another run's checkpoints: `just interop arc_easy 1960,1980,2000 200 runs/study/cosine-s1`
+interop task="arc_easy" steps="100,150,200" examples="200" run="runs/smoke": setup-interop data
     #!/usr/bin/env bash
     set -euo pipefail
     export HF_HUB_OFFLINE=1 HF_DATASETS_OFFLINE=1 TOKENIZERS_PARALLELISM=false
     t0=$SECONDS
-    {{lm}} train --config configs/smoke.toml --quiet
-    .venv/bin/python scripts/interop.py --run runs/smoke --work runs/interop --task {{task}} --steps {{steps}} --examples {{examples}}
+    if [ "{{run}}" = runs/smoke ]; then {{lm}} train --config configs/smoke.toml --quiet; work=runs/interop; else work=runs/interop-$(basename {{run}}); fi
+    .venv/bin/python scripts/interop.py --run {{run}} --work $work --task {{task}} --steps {{steps}} --examples {{examples}}
     echo "== interop took $((SECONDS - t0)) s"
 
 # the Pythia runs vendored in data/external, task level (results files have no per-example

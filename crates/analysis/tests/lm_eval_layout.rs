@@ -87,3 +87,44 @@ fn lm_eval_inputs_need_an_output_folder_and_a_step() {
     assert!(String::from_utf8_lossy(&o.stderr).contains("--out is required"), "{}", String::from_utf8_lossy(&o.stderr));
     assert!(!dir.path().join("OUT/analysis").exists(), "nothing written into the lm-eval folder");
 }
+
+/// `analysis report` on an lm_eval folder with `--log_samples`: example-level figures from the
+/// samples, equal to the hand values. Three revisions, four examples, option 0 gold; correct
+/// per step: C C C / C W C / W W C / W W W.
+#[test]
+fn log_samples_give_the_example_level_report_through_the_binary() {
+    let dir = tempfile::tempdir().unwrap();
+    let m = dir.path().join("OUT/org__model");
+    std::fs::create_dir_all(&m).unwrap();
+    let correct = [[true, true, true], [true, false, true], [false, false, true], [false, false, false]];
+    for (i, step) in [100, 200, 300].into_iter().enumerate() {
+        let ts = format!("2024-01-0{}T00-00-00.000001", i + 1);
+        let acc = correct.iter().filter(|c| c[i]).count() as f64 / 4.0;
+        let results = serde_json::json!({"results": {"t": {"acc,none": acc, "acc_stderr,none": 0.1, "alias": "t"}}, "config": {"model": "hf", "model_args": format!("pretrained=org/model,revision=step{step}")}});
+        std::fs::write(m.join(format!("results_{ts}.json")), results.to_string()).unwrap();
+        let lines: String = correct
+            .iter()
+            .enumerate()
+            .map(|(doc, c)| {
+                let (l0, l1) = if c[i] { ("-1.0", "-2.0") } else { ("-2.0", "-1.0") };
+                format!("{{\"doc_id\": {doc}, \"target\": 0, \"arguments\": [[\"Q\", \" x\"], [\"Q\", \" y\"]], \"filtered_resps\": [[\"{l0}\", \"False\"], [\"{l1}\", \"False\"]], \"acc\": {}}}\n", if c[i] { "1.0" } else { "0.0" })
+            })
+            .collect();
+        std::fs::write(m.join(format!("samples_t_{ts}.jsonl")), lines).unwrap();
+    }
+    let out = dir.path().join("report");
+    let o = Command::new(env!("CARGO_BIN_EXE_analysis")).arg("report").arg(dir.path().join("OUT")).args(["--out".as_ref(), out.as_os_str()]).output().unwrap();
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let tm = std::fs::read_to_string(out.join("task_metrics.csv")).unwrap();
+    // no quoted fields in this table
+    let mut lines = tm.lines().map(|l| l.split(',').collect::<Vec<_>>());
+    let h = lines.next().unwrap();
+    let col = |name: &str| h.iter().position(|x| *x == name).unwrap();
+    let row = lines.find(|r| r[col("task")] == "t" && r[col("window")] == "all" && r[col("metric")] == "acc").expect("an all-checkpoint acc row of t");
+    let num = |name: &str| row[col(name)].parse::<f64>().unwrap();
+    // task scores 0.5, 0.25, 0.75: MTV (0.25 + 0.5) / 2; flip rates 0, 1, 0.5, 0: mean 0.375
+    assert!((num("mtv") - 0.375).abs() < 1e-12 && (num("mean_flip_rate") - 0.375).abs() < 1e-12, "{tm}");
+    assert_eq!(row[col("examples")], "4");
+    let em = std::fs::read_to_string(out.join("example_metrics.csv")).unwrap();
+    assert!(em.lines().any(|l| l.starts_with("t,all,t/1,1,1,1.0")), "{em}");
+}

@@ -185,6 +185,20 @@ fn the_command_averages_single_file_hugging_face_folders_into_a_folder() {
     assert_eq!(names, ["config.json", "integration.json", "model.safetensors", "tokenizer.json", "tokenizer_config.json"]);
     // the output loads as a checkpoint again, and an output inside an input is refused
     assert_eq!(Checkpoint::open(&out).unwrap().weight_map.len(), 2);
+    // exponential weights (1 - alpha)^age, newest last: 1/7, 2/7, 4/7 at alpha = 0.5
+    let ema = dir.path().join("ema");
+    let o = run(&["average".as_ref(), "--window".as_ref(), "3".as_ref(), "--ema".as_ref(), "0.5".as_ref(), a.as_os_str(), b.as_os_str(), c.as_os_str(), "-o".as_ref(), ema.as_os_str()]);
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let (_, got) = read(&ema.join("model.safetensors"), "model.embed_tokens.weight");
+    assert!(got.iter().all(|v| (v - 29.0 / 7.0).abs() < 1e-5), "{got:?}");
+    // explicit weights, oldest first; weights that do not sum to 1 are refused, nothing written
+    let weighted = dir.path().join("weighted");
+    let o = run(&["average".as_ref(), "--window".as_ref(), "3".as_ref(), "--weights".as_ref(), "0.5,0.25,0.25".as_ref(), a.as_os_str(), b.as_os_str(), c.as_os_str(), "-o".as_ref(), weighted.as_os_str()]);
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    assert_eq!(read(&weighted.join("model.safetensors"), "model.norm.weight").1, vec![2.0 * (0.5 + 0.5 + 1.5); 2]);
+    let bad = dir.path().join("bad");
+    let o = run(&["average".as_ref(), "--window".as_ref(), "2".as_ref(), "--weights".as_ref(), "0.5,0.6".as_ref(), b.as_os_str(), c.as_os_str(), "-o".as_ref(), bad.as_os_str()]);
+    assert!(!o.status.success() && String::from_utf8_lossy(&o.stderr).contains("sum to 1") && !bad.exists(), "{}", String::from_utf8_lossy(&o.stderr));
     let o = run(&["average".as_ref(), "--window".as_ref(), "2".as_ref(), a.as_os_str(), b.as_os_str(), "-o".as_ref(), b.join("avg").as_os_str()]);
     assert!(!o.status.success() && String::from_utf8_lossy(&o.stderr).contains("inside an input"), "{}", String::from_utf8_lossy(&o.stderr));
 }

@@ -123,6 +123,10 @@ reproduce size="study": data
     echo "== the smoke chain, fresh (train -> eval -> average -> ensemble -> analysis -> figures -> paper)"
     {{just_executable()}} --justfile {{justfile()}} _chain smoke
     t1=$SECONDS
+    if ! ls results/*/config.toml >/dev/null 2>&1; then
+      echo "== no committed study run under results/ yet (\`just study\` makes them): figures/ and paper/ are left as they are"
+      exit 0
+    fi
     echo "== the committed study runs: ensembles, analysis and comparison rebuilt from results/"
     bash scripts/results.sh
     t2=$SECONDS

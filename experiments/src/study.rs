@@ -183,6 +183,11 @@ pub fn seed_groups(runs: &[StudyRun]) -> Vec<Vec<&StudyRun>> {
     groups
 }
 
+/// The seed group the study measures between-seed spread on: the one with the most runs.
+pub fn yardstick<'a, 'r>(groups: &'a [Vec<&'r StudyRun>]) -> &'a [&'r StudyRun] {
+    groups.iter().max_by_key(|g| g.len()).expect("load_results gives at least one run")
+}
+
 /// Sample standard deviation (n - 1); None below two values.
 pub fn sample_sd(x: &[f64]) -> Option<f64> {
     if x.len() < 2 {
@@ -313,6 +318,7 @@ mod tests {
         assert_eq!(runs[0].pooled_mtv(&["a"], "ensemble", 16), None);
         let groups = seed_groups(&runs);
         assert_eq!(groups.iter().map(|g| g.len()).collect::<Vec<_>>(), [3, 1, 1]);
+        assert_eq!(yardstick(&groups).len(), 3);
         let spread = seed_spread(&groups[0]);
         let a = spread.iter().find(|s| s.task == "a").unwrap();
         assert!((a.between_seed_sd.unwrap() - 0.02).abs() < 1e-12);

@@ -9,7 +9,7 @@
 use anyhow::Result;
 use clap::Parser;
 use experiments::plot::{font, legend, method_color, padded, panel, titled_grid, Figure};
-use experiments::study::{load_results, seed_groups, seed_spread, SeedSpread, StudyRun};
+use experiments::study::{load_results, seed_groups, seed_spread, yardstick, SeedSpread, StudyRun};
 use experiments::{mean, Args, Output, Run};
 use plotters::coord::Shift;
 use plotters::prelude::*;
@@ -136,7 +136,7 @@ fn main() -> Result<()> {
     let prov = Run::new(&args.results)?;
     let runs = load_results(&args.results, &prov)?;
     let groups = seed_groups(&runs);
-    let seeds = groups.iter().max_by_key(|g| g.len()).unwrap();
+    let seeds = yardstick(&groups);
     let mut spread = seed_spread(seeds);
     spread.retain(|s| s.above_chance);
     let default_params = seeds[0].params;

@@ -7,7 +7,7 @@
 
 use anyhow::Result;
 use clap::Parser;
-use experiments::study::{load_results, seed_groups, seed_spread};
+use experiments::study::{load_results, seed_groups, seed_spread, yardstick};
 use experiments::{csv_text, markdown_table, task_names, Args, Output, Run};
 
 fn main() -> Result<()> {
@@ -15,8 +15,7 @@ fn main() -> Result<()> {
     let prov = Run::new(&args.results)?;
     let runs = load_results(&args.results, &prov)?;
     let groups = seed_groups(&runs);
-    // the seed group with the most runs is the yardstick
-    let seeds = groups.iter().max_by_key(|g| g.len()).unwrap();
+    let seeds = yardstick(&groups);
     let spread = seed_spread(seeds);
     let tasks = task_names(runs.iter().flat_map(|r| r.tasks.iter().map(|m| m.task.as_str())));
     let mut header: Vec<String> = vec!["task".into(), "n".into(), "chance".into()];

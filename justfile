@@ -120,7 +120,7 @@ reproduce size="study": data
     set -euo pipefail
     if [ "{{size}}" != study ]; then {{just_executable()}} --justfile {{justfile()}} _chain {{size}}; exit; fi
     t0=$SECONDS
-    echo "== the smoke chain, fresh (train -> eval -> average -> ensemble -> analysis -> figures -> paper)"
+    echo "== the smoke chain (train -> eval -> average -> ensemble -> analysis -> figures -> paper; from scratch in a clean clone, each step skips what is up to date)"
     {{just_executable()}} --justfile {{justfile()}} _chain smoke
     t1=$SECONDS
     if ! ls results/*/config.toml >/dev/null 2>&1; then

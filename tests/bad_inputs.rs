@@ -245,6 +245,16 @@ fn every_bad_input_is_refused_with_a_clear_error_and_nothing_written() {
         let d = dir();
         std::fs::create_dir_all(d.join("checkpoints")).unwrap();
         cases.push(eval_case("no checkpoints", d.join("checkpoints"), vec![], "no checkpoints", d.join("out")));
+        // a version 2 config whose [eval] schedule (10 steps: only step 10) leaves out step 5
+        let d = dir();
+        let mut v2: serde_json::Value = serde_json::from_str(&sidecar).unwrap();
+        let c2 = v2["config"].as_object_mut().unwrap();
+        c2.remove("seed");
+        c2.insert("schema_version".into(), 2.into());
+        c2.insert("init_seed".into(), 7.into());
+        c2.insert("data_seed".into(), 8.into());
+        c2.insert("eval".into(), serde_json::json!({"final_fraction": 0.2, "lead": 0, "early": 0}));
+        cases.push(eval_case("no checkpoint in the [eval] schedule", one_ckpt(&d, &weights, &v2.to_string()), vec![], "lm schedule", d.join("out")));
     }
     let task_case = |name: &'static str, edit: &dyn Fn(&Path), names: &str| {
         let d = dir_for_tasks(&m, name);

@@ -79,11 +79,14 @@ impl StudyRun {
         self.tasks.iter().filter(|m| m.above_chance == Some(true)).map(|m| m.task.as_str()).collect()
     }
 
-    /// Mean over `tasks` of the final-stage task MTV of a method (`single`, `smoothing`,
-    /// `average`, `ensemble`) at window `k` (k = 1 for single checkpoints); None if a task lacks it.
+    /// Mean over `tasks` of the final-stage task MTV of accuracy for a method (`single`,
+    /// `smoothing`, `average`, `ensemble`) at window `k` (k = 1 for single checkpoints). Tasks the
+    /// stability table leaves out (cloze tasks: no option distributions to ensemble) are skipped,
+    /// as in the claims' pools; None if a remaining task lacks the method or none remains.
     pub fn pooled_mtv(&self, tasks: &[&str], method: &str, k: usize) -> Option<f64> {
         let v: Option<Vec<f64>> = tasks
             .iter()
+            .filter(|t| self.stability.iter().any(|r| r.task == **t))
             .map(|t| self.stability.iter().find(|r| r.task == *t && r.method == method && r.k == k).map(|r| r.mtv))
             .collect();
         v.filter(|v| !v.is_empty()).map(|v| mean(&v))
@@ -316,6 +319,9 @@ mod tests {
         assert_eq!(runs[0].above_chance(), ["a"]);
         assert_eq!(runs[0].pooled_mtv(&["a", "b"], "average", 16), Some(0.01));
         assert_eq!(runs[0].pooled_mtv(&["a"], "ensemble", 16), None);
+        // a task the stability table leaves out (a cloze task) is skipped, not a hole in the pool
+        assert_eq!(runs[0].pooled_mtv(&["a", "cloze"], "average", 16), Some(0.01));
+        assert_eq!(runs[0].pooled_mtv(&["cloze"], "average", 16), None);
         let groups = seed_groups(&runs);
         assert_eq!(groups.iter().map(|g| g.len()).collect::<Vec<_>>(), [3, 1, 1]);
         assert_eq!(yardstick(&groups).len(), 3);

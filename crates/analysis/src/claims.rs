@@ -67,6 +67,7 @@ pub struct Claim {
     pub n_needed: Option<u64>,
     /// what else the verdict rests on (per-metric verdicts, tasks pooled)
     pub detail: String,
+    /// the command that checks it (`RUN`: the run folder analysed)
     pub command: &'static str,
 }
 
@@ -212,7 +213,7 @@ pub fn claims(tm: &[TaskMetrics], diffs: &[DifferenceRow], windows: Windows, siz
     out.push(claim_from("C3", "Example-level fluctuation persists to the end of training", "acc: flip rate of the final 20% / flip rate over all checkpoints > 0.5, pooled".into(), from_pool(&v, Side::Above, 0.5, n), detail.clone(), "just figure fig2_example_heatmap"));
 
     let v: Vec<(f64, f64)> = all.iter().filter_map(|m| Some((m.selection_optimism?, m.selection_optimism_se?))).collect();
-    out.push(claim_from("C4", "Picking the best checkpoint by its score overstates how good it is", "all checkpoints, acc: selection optimism (score on the half it was picked on - score on the other half, 200 stratified splits) > 0, pooled".into(), from_pool(&v, Side::Above, 0.0, n), detail.clone(), "target/release/analysis report runs/default"));
+    out.push(claim_from("C4", "Picking the best checkpoint by its score overstates how good it is", "all checkpoints, acc: selection optimism (score on the half it was picked on - score on the other half, 200 stratified splits) > 0, pooled".into(), from_pool(&v, Side::Above, 0.0, n), detail.clone(), "target/release/analysis report RUN"));
 
     let every = &Metric::CLAIMS;
     out.push(diff_claim("C5", "Checkpoint averaging lowers task-level fluctuation (MTV) on every metric", diffs, "mtv", every, "average", k, "single", 1, Side::Below, "just figure fig4_integration"));

@@ -38,7 +38,7 @@ fn main() -> Result<()> {
             command,
         ]
     };
-    let rows: Vec<Vec<String>> = cs.iter().map(|c| row(c, format!("`{}`", c.command))).collect();
+    let rows: Vec<Vec<String>> = cs.iter().map(|c| row(c, format!("`{}`", c.command.replace("RUN", &run.dir.display().to_string())))).collect();
     let count = |v: Verdict| cs.iter().filter(|c| c.verdict == v).count();
     let mut md = markdown_table(&header, &rows);
     md += &format!(

@@ -43,6 +43,6 @@ fn main() -> Result<()> {
         })
         .collect();
     let mut md = markdown_table(&header, &rows);
-    md += "\nMTV columns: final-stage task MTV of accuracy, mean over the run's tasks above chance (the pooled set differs between runs where the tasks above chance do; `table6_study_tasks` lists them). Smoothing: the k-moving average of the single checkpoints' scores, the baseline any k-window method must beat, since neighbouring windows share k-1 checkpoints. Tokens: steps x batch x context. Val loss on the whole validation split.\n";
+    md += "\nMTV columns: final-stage task MTV of accuracy, mean over the run's tasks above chance that have options (cloze tasks, which cannot be ensembled, are left out, as in the claims table; the pooled set differs between runs where the tasks above chance do; `table6_study_tasks` lists them). Smoothing: the k-moving average of the single checkpoints' scores, the baseline any k-window method must beat, since neighbouring windows share k-1 checkpoints. Tokens: steps x batch x context. Val loss on the whole validation split.\n";
     Output::new(&args.out, "table7_study_runs")?.table(&md, &csv_text(&header, &rows)?, &prov)
 }

@@ -26,6 +26,24 @@ pub struct TokenData {
     pub val: Vec<u16>,
 }
 
+/// libtorch has one random generator per process, so a seed followed by draws is reproducible
+/// only if no other thread draws in between (cargo runs tests in parallel threads: two trainings
+/// in one process interleaved their weight inits). Every seeded draw of training holds this lock.
+static TORCH_RNG: std::sync::Mutex<()> = std::sync::Mutex::new(());
+
+/// Holds libtorch's generator: other code of a training process that draws from it (a model
+/// built only to load weights into) takes this first.
+pub fn rng_lock() -> std::sync::MutexGuard<'static, ()> {
+    TORCH_RNG.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+/// Runs `f` with libtorch's generator seeded to `seed`, no other seeded draw interleaving.
+fn seeded<T>(seed: i64, f: impl FnOnce() -> T) -> T {
+    let _rng = rng_lock();
+    tch::manual_seed(seed);
+    f()
+}
+
 /// SplitMix64: a tiny, well-mixed hash, enough to place batch windows reproducibly.
 fn splitmix64(mut z: u64) -> u64 {
     z = z.wrapping_add(0x9E37_79B9_7F4A_7C15);
@@ -228,9 +246,8 @@ pub fn train(cfg: &Config, run_dir: &Path, opts: &TrainOptions) -> Result<TrainS
     }
     let ckpt_dir = run_dir.join("checkpoints");
     let device = Device::cuda_if_available();
-    tch::manual_seed(cfg.init_seed() as i64);
     let mut vs = VarStore::new(device);
-    let model = Gpt::new(&vs.root(), &cfg.model, cfg.data.vocab_size);
+    let model = seeded(cfg.init_seed() as i64, || Gpt::new(&vs.root(), &cfg.model, cfg.data.vocab_size));
     let t = &cfg.train;
     let mut opt = AdamW::new(&vs, t.beta1, t.beta2, t.eps, t.weight_decay);
     let resumed = resume_point(&ckpt_dir, &mut vs, &mut opt, &tok)?;
@@ -274,10 +291,10 @@ pub fn train(cfg: &Config, run_dir: &Path, opts: &TrainOptions) -> Result<TrainS
     let began = Instant::now();
     let (mut loss_sum, mut loss_n, mut last_val) = (0.0, 0u64, first_val);
     for step in start..end {
-        tch::manual_seed((cfg.init_seed() ^ splitmix64(step)) as i64 & i64::MAX);
         let lr = cfg.lr_at(step);
         let (x, y) = data.batch(cfg, step, device);
-        let loss = model.loss(&x, &y, true);
+        // the step's dropout masks are drawn in the forward pass
+        let loss = seeded((cfg.init_seed() ^ splitmix64(step)) as i64 & i64::MAX, || model.loss(&x, &y, true));
         loss.backward();
         let grad_norm = opt.clip_grad_norm(t.grad_clip);
         opt.step(lr);

@@ -75,7 +75,7 @@ fn checkpoint_round_trip_is_bit_exact_and_provenance_is_recorded() {
     let sidecar = run.join("checkpoints/step_000010.json");
     let tok = Tok::load(&cfg.data.tokenizer).unwrap();
     let mut vs = VarStore::new(Device::Cpu);
-    let _model = Gpt::new(&vs.root(), &cfg.model, cfg.data.vocab_size);
+    let _model = { let _rng = train::rng_lock(); Gpt::new(&vs.root(), &cfg.model, cfg.data.vocab_size) };
     let meta = checkpoint::load(&sidecar, &mut vs, &tok.sha256).unwrap();
     assert_eq!((meta.step, meta.seed, meta.tokens_seen), (10, cfg.init_seed(), 10 * 16 * 32));
     assert_eq!(meta.config_hash, cfg.hash());
@@ -95,7 +95,7 @@ fn checkpoint_round_trip_is_bit_exact_and_provenance_is_recorded() {
 
 fn load_err(sidecar: &Path, cfg: &Config, tok_sha: &str) -> String {
     let mut vs = VarStore::new(Device::Cpu);
-    let _model = Gpt::new(&vs.root(), &cfg.model, cfg.data.vocab_size);
+    let _model = { let _rng = train::rng_lock(); Gpt::new(&vs.root(), &cfg.model, cfg.data.vocab_size) };
     format!("{:#}", checkpoint::load(sidecar, &mut vs, tok_sha).unwrap_err())
 }
 

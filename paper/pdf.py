@@ -15,7 +15,7 @@ CSS = """
 body { font-family: sans-serif; font-size: 10px; }
 table { font-size: 8px; border-collapse: collapse; }
 td, th { border: 1px solid #999; padding: 2px; }
-img { width: 100%; }
+img { width: 96%; }
 """
 
 src, out = Path(sys.argv[1]), Path(sys.argv[2])
@@ -29,7 +29,23 @@ if missing:
 root = Path(os.path.commonpath([src.parent.resolve(), *[i.parent for i in images]]))
 text = re.sub(r"(!\[[^\]]*\]\()([^)]+)\)", lambda m: m.group(1) + (src.parent / m.group(2)).resolve().relative_to(root).as_posix() + ")", text)
 pdf = MarkdownPdf(toc_level=2)
-pdf.add_section(Section(text, root=str(root), paper_size="A4-L"), user_css=CSS)
+section = Section(text, root=str(root), paper_size="A4-L")
+# markdown-pdf's add_section (1.13.3), with its page loop bounded: MuPDF's Story returns "more"
+# forever when an element fits no page, and the loop never ended (a 2250x720 figure at width 100%
+# at some page positions; at 96% it places)
+story = pymupdf.Story(html=pdf.m_d.render(pdf.apply_plugins(section.text)), archive=section.root, user_css=CSS)
+more = 1
+while more:
+    if section.page_count >= 300:
+        sys.exit(f"{src}: the PDF layout placed nothing new after 300 pages (an element that fits no page)")
+    pdf.page_num += 1
+    section.page_count += 1
+    device = pdf.writer.begin_page(section.rect)
+    more, _ = story.place(section.rect + section.borders)
+    story.element_positions(pdf._recorder, {"toc": section.toc, "pdfile": pdf})
+    story.draw(device)
+    pdf.writer.end_page()
+pdf.sections.append(section)
 with tempfile.TemporaryDirectory() as tmp:
     raw = Path(tmp) / "raw.pdf"
     pdf.save(str(raw))

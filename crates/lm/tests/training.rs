@@ -229,3 +229,32 @@ fn init_and_data_seeds_act_apart_and_the_schedule_marks_full_validation() {
     let full_rows = log.lines().skip(1).filter(|l| !l.ends_with(',')).count();
     assert_eq!(full_rows, 4, "{log}");
 }
+
+/// libtorch's generator is one per process: another thread drawing from it (under `rng_lock`, as
+/// the lock asks) while a run trains must not change the run's weights. Without the lock around
+/// training's seeded draws the other thread's draws land between the seed and the init.
+#[test]
+fn draws_of_another_thread_do_not_change_a_run() {
+    let dir = tempfile::tempdir().unwrap();
+    let cfg = setup(dir.path());
+    let alone = dir.path().join("alone");
+    train::train(&cfg, &alone, &TrainOptions { stop_after: Some(10), quiet: true, ..Default::default() }).unwrap();
+    let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let drawer = {
+        let stop = stop.clone();
+        std::thread::spawn(move || {
+            while !stop.load(std::sync::atomic::Ordering::Relaxed) {
+                let _rng = train::rng_lock();
+                let _ = Tensor::randn([64], (lm::tch::Kind::Float, Device::Cpu));
+            }
+        })
+    };
+    let busy = dir.path().join("busy");
+    train::train(&cfg, &busy, &TrainOptions { stop_after: Some(10), quiet: true, ..Default::default() }).unwrap();
+    stop.store(true, std::sync::atomic::Ordering::Relaxed);
+    drawer.join().unwrap();
+    for step in ["00", "10"] {
+        let w = |d: &Path| weights(&d.join(format!("checkpoints/step_0000{step}.safetensors")));
+        assert_eq!(max_abs_diff(&w(&alone), &w(&busy)), 0.0, "step {step}: another thread's draws changed the run");
+    }
+}

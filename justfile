@@ -55,10 +55,19 @@ eval run="smoke" *args="": data
     {{lm}} eval --checkpoints runs/{{run}}/checkpoints {{args}}
 
 # run every test of every crate, the libtorch ones included, and the end-to-end suites of
-# tests/ (fault injection at CI size, bad inputs, data-loss scenarios) against the built binaries
+# tests/ (fault injection at CI size, bad inputs, data-loss scenarios) against the built binaries.
+# Property tests draw their cases from a fixed seed here, so a test run (CI's included) gives the
+# same verdict every time; `just test-explore` draws fresh cases.
 test: setup
     cargo build --release --workspace --bins
-    cargo test --release --workspace
+    PROPTEST_RNG_SEED=${PROPTEST_RNG_SEED:-2510048} cargo test --release --workspace
+
+# the property tests (every crate's unit tests and the three property suites) with fresh random
+# cases, `cases` each; a failure is saved under the crate's proptest-regressions/ and replayed
+# first from then on: commit that file with the fix. (`--workspace`, not `-p`: selecting packages
+# changes the features polars is built with and rebuilds it.)
+test-explore cases="2000": setup
+    env -u PROPTEST_RNG_SEED PROPTEST_CASES={{cases}} cargo test --release --workspace --lib --test analysis --test noise_model --test properties
 
 # the fault-injection suite at full size: `just test-faults 200` kills at 200 random points
 test-faults kills="200": setup

@@ -74,9 +74,15 @@ test-faults kills="200": setup
     cargo build --release --workspace --bins
     FAULT_KILLS={{kills}} cargo test --release -p fluctuation-suites -- --nocapture
 
-# training throughput and MFU against PyTorch eager on the same model (see README)
-bench-train steps="30": data
-    target/release/examples/bench_train --config configs/default.toml --steps {{steps}}
+# training throughput: matmul peaks per dtype, lm fp32 and bf16 mixed precision, PyTorch eager
+# fp32 and bf16 autocast on the same model, median of `reps` x `steps` steps (see BENCHMARKS.md)
+bench-train steps="10" reps="5": data
+    target/release/examples/bench_train --config configs/default.toml --steps {{steps}} --reps {{reps}}
+
+# bf16 training's accuracy check: the default model 300 steps in fp32 and in bf16, final
+# whole-split validation loss within 1% (runs/bench/precision-*; about 10 minutes on 2 cores)
+bench-precision steps="300": data
+    target/release/examples/bench_precision --config configs/default.toml --steps {{steps}}
 
 # evaluation throughput against PyTorch eager on one checkpoint of the default run
 bench-eval checkpoint="runs/default/checkpoints/step_001000.json": data

@@ -2,8 +2,11 @@
 
 Same architecture (RMSNorm, rotary, SwiGLU, tied embeddings, causal SDPA), same config file,
 same token stream, same batch shape, AdamW with decay on matrices only, gradient clipping.
-Prints one JSON line: tokens/s and the time split of a step.
+Prints one JSON line: tokens/s of each repetition and the time split of a step. `--bf16` runs
+the forward pass under torch.autocast("cpu", torch.bfloat16) (PyTorch's own mixed precision:
+bf16 matmuls and attention, fp32 weights and optimizer), the anchor of lm's bf16 training.
 """
+import contextlib
 import argparse, json, math, time, tomllib
 import numpy as np
 import torch
@@ -67,28 +70,39 @@ def main():
     ap.add_argument("--tokens", required=True, help="u16 token file of the training split")
     ap.add_argument("--steps", type=int, default=30)
     ap.add_argument("--warmup", type=int, default=3)
+    ap.add_argument("--reps", type=int, default=1, help="timed repetitions of --steps steps each")
+    ap.add_argument("--bf16", action="store_true", help="forward under bf16 autocast")
     a = ap.parse_args()
     cfg = tomllib.load(open(a.config, "rb"))
     m, t = cfg["model"], cfg["train"]
-    torch.manual_seed(cfg["seed"])
+    seed = cfg.get("init_seed", cfg.get("seed"))
+    torch.manual_seed(seed)
     data = np.fromfile(a.tokens, dtype="<u2").astype(np.int64)
     model = Gpt(m, cfg["data"]["vocab_size"])
     decay = [p for p in model.parameters() if p.dim() >= 2]
     other = [p for p in model.parameters() if p.dim() < 2]
     opt = torch.optim.AdamW([{"params": decay, "weight_decay": t["weight_decay"]}, {"params": other, "weight_decay": 0.0}],
                             lr=t["lr"], betas=(t["beta1"], t["beta2"]), eps=t["eps"])
-    rng = np.random.default_rng(cfg["seed"])
+    rng = np.random.default_rng(seed)
+    autocast = (lambda: torch.autocast("cpu", dtype=torch.bfloat16)) if a.bf16 else contextlib.nullcontext
     B, T = t["batch_size"], m["context"]
     times = {"forward": 0.0, "backward": 0.0, "optimizer": 0.0}
-    began = None
-    for step in range(a.steps + a.warmup):
-        if step == a.warmup:
-            began = time.perf_counter(); times = {k: 0.0 for k in times}
+    began, rates = None, []
+    for step in range(a.warmup + a.reps * a.steps + 1):
+        if step >= a.warmup and (step - a.warmup) % a.steps == 0:
+            if began is not None:
+                rates.append(a.steps * B * T / (time.perf_counter() - began))
+            if step == a.warmup + a.reps * a.steps:
+                break
+            if step == a.warmup:
+                times = {k: 0.0 for k in times}; first = time.perf_counter()
+            began = time.perf_counter()
         starts = rng.integers(0, len(data) - T - 1, B)
         x = torch.from_numpy(np.stack([data[s : s + T] for s in starts]))
         y = torch.from_numpy(np.stack([data[s + 1 : s + T + 1] for s in starts]))
         t0 = time.perf_counter()
-        loss = model(x, y)
+        with autocast():
+            loss = model(x, y)
         t1 = time.perf_counter()
         loss.backward()
         t2 = time.perf_counter()
@@ -97,8 +111,8 @@ def main():
         loss.item()
         t3 = time.perf_counter()
         times["forward"] += t1 - t0; times["backward"] += t2 - t1; times["optimizer"] += t3 - t2
-    wall = time.perf_counter() - began
-    print(json.dumps({"tokens_per_s": a.steps * B * T / wall, "wall_s": wall, "threads": torch.get_num_threads(),
+    wall = time.perf_counter() - first
+    print(json.dumps({"tokens_per_s": float(np.median(rates)), "reps_tokens_per_s": rates, "wall_s": wall, "threads": torch.get_num_threads(),
                       **{f"{k}_s": v for k, v in times.items()}, "torch": torch.__version__}))
 
 

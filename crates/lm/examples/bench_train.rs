@@ -1,16 +1,18 @@
-//! Training-throughput benchmark: tokens/s and MFU of `lm`'s training step on a config, side by
-//! side with the same model and step in PyTorch eager (crates/lm/bench/train_reference.py, run
-//! from the same venv on the same token stream), in one run, as a ratio. The machine's fp32
-//! matmul peak is measured in the same run. Writes runs/bench/train.json.
+//! Training-throughput benchmark, in one run: this machine's matmul peak per dtype (fp32, bf16)
+//! on the model's own GEMM shapes; `lm`'s training step in fp32 and in bf16 mixed precision; the
+//! same model and step in PyTorch eager fp32 and under PyTorch's bf16 autocast
+//! (crates/lm/bench/train_reference.py, same venv, same token stream). Every figure is the
+//! median of `--reps` repetitions of `--steps` timed steps (min, max beside it); MFU is against
+//! the peak of the dtype the step computes in. Writes runs/bench/train.json and train.csv.
 //!
 //! `just bench-train` (or `cargo run --release -p lm --example bench_train -- --config ...`).
 
 use anyhow::{Context, Result};
 use clap::Parser;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::time::Instant;
 
-use lm::config::Config;
+use lm::config::{Config, Precision};
 use lm::model::Gpt;
 use lm::optim::AdamW;
 use lm::tch::{nn::VarStore, Device, Kind, Tensor};
@@ -20,25 +22,115 @@ use lm::train::{tokenizer_for, TokenData};
 struct Args {
     #[arg(long, default_value = "configs/default.toml")]
     config: PathBuf,
-    /// Timed steps (after 3 untimed warm-up steps).
-    #[arg(long, default_value_t = 30)]
+    /// Timed steps per repetition (after 3 untimed warm-up steps).
+    #[arg(long, default_value_t = 10)]
     steps: u64,
+    /// Repetitions; each figure is their median.
+    #[arg(long, default_value_t = 5)]
+    reps: usize,
     #[arg(long, default_value = ".venv/bin/python")]
     python: PathBuf,
 }
 
-/// Best-of-10 GFLOP/s of a 1024^3 fp32 matmul.
-fn matmul_peak_gflops() -> f64 {
-    let a = Tensor::randn([1024, 1024], (Kind::Float, Device::Cpu));
-    let b = Tensor::randn([1024, 1024], (Kind::Float, Device::Cpu));
+/// (median, min, max).
+fn summary(v: &[f64]) -> (f64, f64, f64) {
+    let mut s = v.to_vec();
+    s.sort_by(f64::total_cmp);
+    (s[s.len() / 2], s[0], s[s.len() - 1])
+}
+
+/// The model's training GEMMs as (M, K, N): tokens x d_model into qkv, wo, gate_up, down and
+/// the output layer.
+fn gemm_shapes(cfg: &Config) -> Vec<(i64, i64, i64)> {
+    let (m, d, f, v) = (cfg.train.batch_size * cfg.model.context, cfg.model.d_model, cfg.model.d_ff, cfg.data.vocab_size);
+    vec![(m, d, 3 * d), (m, d, d), (m, d, 2 * f), (m, f, d), (m, d, v)]
+}
+
+/// Median GFLOP/s over `reps` timings (each of enough calls to take ~20 ms) of an (M, K, N)
+/// matmul in `kind`.
+fn gemm_gflops(kind: Kind, (m, k, n): (i64, i64, i64), reps: usize) -> f64 {
+    let a = Tensor::randn([m, k], (Kind::Float, Device::Cpu)).to_kind(kind);
+    let b = Tensor::randn([k, n], (Kind::Float, Device::Cpu)).to_kind(kind);
+    let flops = 2.0 * (m * k * n) as f64;
+    let t = Instant::now();
     let _ = a.matmul(&b);
-    (0..10)
+    let calls = ((0.02 / t.elapsed().as_secs_f64()).ceil() as usize).clamp(1, 1000);
+    let rates: Vec<f64> = (0..reps)
         .map(|_| {
             let t = Instant::now();
-            let _ = a.matmul(&b);
-            2.0 * 1024f64.powi(3) / t.elapsed().as_secs_f64() / 1e9
+            for _ in 0..calls {
+                let _ = a.matmul(&b);
+            }
+            calls as f64 * flops / t.elapsed().as_secs_f64() / 1e9
         })
-        .fold(0.0, f64::max)
+        .collect();
+    summary(&rates).0
+}
+
+struct Timed {
+    /// tokens/s per repetition
+    rates: Vec<f64>,
+    /// share of the time in forward, backward, optimizer
+    split: (f64, f64, f64),
+}
+
+/// `reps` repetitions of `steps` training steps of `lm` in `precision`, from the same init.
+fn time_lm(cfg: &Config, data: &TokenData, precision: Precision, steps: u64, reps: usize) -> Timed {
+    let device = Device::Cpu;
+    tch::manual_seed(cfg.init_seed() as i64);
+    let vs = VarStore::new(device);
+    let mut model = Gpt::new(&vs.root(), &cfg.model, cfg.data.vocab_size);
+    model.set_train_compute(precision.kind());
+    let t = &cfg.train;
+    let mut opt = AdamW::new(&vs, t.beta1, t.beta2, t.eps, t.weight_decay);
+    let (mut fwd, mut bwd, mut upd) = (0.0, 0.0, 0.0);
+    let mut rates = Vec::new();
+    let tokens = (steps * (t.batch_size * cfg.model.context) as u64) as f64;
+    let mut step = 0;
+    for rep in 0..=reps {
+        let began = Instant::now();
+        // repetition 0 is the untimed warm-up (3 steps)
+        for _ in 0..if rep == 0 { 3 } else { steps } {
+            let (x, y) = data.batch(cfg, step, device);
+            let t0 = Instant::now();
+            let loss = model.loss(&x, &y, true);
+            let t1 = Instant::now();
+            loss.backward();
+            let t2 = Instant::now();
+            opt.clip_grad_norm(t.grad_clip);
+            opt.step(cfg.lr_at(step));
+            let _ = f64::try_from(&loss).unwrap();
+            let t3 = Instant::now();
+            if rep > 0 {
+                fwd += (t1 - t0).as_secs_f64();
+                bwd += (t2 - t1).as_secs_f64();
+                upd += (t3 - t2).as_secs_f64();
+            }
+            step += 1;
+        }
+        if rep > 0 {
+            rates.push(tokens / began.elapsed().as_secs_f64());
+        }
+    }
+    let total = fwd + bwd + upd;
+    Timed { rates, split: (fwd / total, bwd / total, upd / total) }
+}
+
+/// The PyTorch reference, eager fp32 or under bf16 autocast.
+fn time_pytorch(args: &Args, cache: &Path, bf16: bool) -> Result<(Timed, serde_json::Value)> {
+    let mut cmd = std::process::Command::new(&args.python);
+    cmd.args(["crates/lm/bench/train_reference.py", "--config"]).arg(&args.config).arg("--tokens").arg(cache);
+    cmd.args(["--steps", &args.steps.to_string(), "--reps", &args.reps.to_string()]);
+    if bf16 {
+        cmd.arg("--bf16");
+    }
+    let out = cmd.output().with_context(|| format!("cannot run {}", args.python.display()))?;
+    anyhow::ensure!(out.status.success(), "reference failed: {}", String::from_utf8_lossy(&out.stderr));
+    let py: serde_json::Value = serde_json::from_slice(out.stdout.trim_ascii()).context("reference output is not JSON")?;
+    let rates: Vec<f64> = py["reps_tokens_per_s"].as_array().context("reps_tokens_per_s")?.iter().filter_map(|v| v.as_f64()).collect();
+    let w = py["forward_s"].as_f64().unwrap_or(0.0) + py["backward_s"].as_f64().unwrap_or(0.0) + py["optimizer_s"].as_f64().unwrap_or(0.0);
+    let share = |k: &str| py[k].as_f64().unwrap_or(0.0) / w.max(1e-12);
+    Ok((Timed { rates, split: (share("forward_s"), share("backward_s"), share("optimizer_s")) }, py))
 }
 
 fn main() -> Result<()> {
@@ -46,68 +138,54 @@ fn main() -> Result<()> {
     let cfg = Config::load(&args.config)?;
     let tok = tokenizer_for(&cfg)?;
     let data = TokenData::load(&cfg, &tok)?;
-    let device = Device::Cpu;
-    let peak = matmul_peak_gflops();
-
-    tch::manual_seed(cfg.init_seed() as i64);
-    let vs = VarStore::new(device);
-    let model = Gpt::new(&vs.root(), &cfg.model, cfg.data.vocab_size);
-    let t = &cfg.train;
-    let mut opt = AdamW::new(&vs, t.beta1, t.beta2, t.eps, t.weight_decay);
-    let (mut fwd, mut bwd, mut upd) = (0.0, 0.0, 0.0);
-    let mut began = Instant::now();
-    for step in 0..args.steps + 3 {
-        if step == 3 {
-            (fwd, bwd, upd, began) = (0.0, 0.0, 0.0, Instant::now());
-        }
-        let (x, y) = data.batch(&cfg, step, device);
-        let t0 = Instant::now();
-        let loss = model.loss(&x, &y, true);
-        let t1 = Instant::now();
-        loss.backward();
-        let t2 = Instant::now();
-        opt.clip_grad_norm(t.grad_clip);
-        opt.step(cfg.lr_at(step));
-        let _ = f64::try_from(&loss)?;
-        let t3 = Instant::now();
-        fwd += (t1 - t0).as_secs_f64();
-        bwd += (t2 - t1).as_secs_f64();
-        upd += (t3 - t2).as_secs_f64();
-    }
-    let wall = began.elapsed().as_secs_f64();
-    let tokens = (args.steps * (t.batch_size * cfg.model.context) as u64) as f64;
-    let rust_tps = tokens / wall;
-
-    let cache = cfg.data.corpus.join(format!("train.{}.u16", &tok.sha256[..12]));
-    let out = std::process::Command::new(&args.python)
-        .args(["crates/lm/bench/train_reference.py", "--config"])
-        .arg(&args.config)
-        .arg("--tokens")
-        .arg(&cache)
-        .args(["--steps", &args.steps.to_string()])
-        .output()
-        .with_context(|| format!("cannot run {}", args.python.display()))?;
-    anyhow::ensure!(out.status.success(), "reference failed: {}", String::from_utf8_lossy(&out.stderr));
-    let py: serde_json::Value = serde_json::from_slice(out.stdout.trim_ascii()).context("reference output is not JSON")?;
-    let py_tps = py["tokens_per_s"].as_f64().context("tokens_per_s")?;
-
     let flops = cfg.train_flops_per_token();
-    let mfu = |tps: f64| tps * flops / (peak * 1e9);
-    println!("config {} ({} params, {:.1} MFLOP/token), {} timed steps, fp32 matmul peak {peak:.0} GFLOP/s", cfg.name, cfg.n_params(), flops / 1e6, args.steps);
-    println!("{:<16} {:>10} {:>7} {:>9} {:>9} {:>9}", "", "tokens/s", "MFU", "fwd %", "bwd %", "optim %");
-    println!("{:<16} {:>10.0} {:>6.1}% {:>8.1}% {:>8.1}% {:>8.1}%", "lm (tch)", rust_tps, 100.0 * mfu(rust_tps), 100.0 * fwd / wall, 100.0 * bwd / wall, 100.0 * upd / wall);
-    let pw = py["wall_s"].as_f64().unwrap_or(1.0);
-    let share = |k: &str| 100.0 * py[k].as_f64().unwrap_or(0.0) / pw;
-    println!("{:<16} {:>10.0} {:>6.1}% {:>8.1}% {:>8.1}% {:>8.1}%", "PyTorch eager", py_tps, 100.0 * mfu(py_tps), share("forward_s"), share("backward_s"), share("optimizer_s"));
-    println!("ratio lm / PyTorch eager: {:.2}x", rust_tps / py_tps);
+
+    // peaks first, in this run
+    let shapes = gemm_shapes(&cfg);
+    let mut peak = std::collections::BTreeMap::new();
+    println!("matmul GFLOP/s on the model's GEMM shapes (M x K x N), median of {}", args.reps);
+    for (name, kind) in [("fp32", Kind::Float), ("bf16", Kind::BFloat16)] {
+        let per: Vec<f64> = shapes.iter().map(|&s| gemm_gflops(kind, s, args.reps)).collect();
+        let cells: Vec<String> = shapes.iter().zip(&per).map(|((m, k, n), g)| format!("{m}x{k}x{n} {g:.0}")).collect();
+        println!("  {name}: {}", cells.join(", "));
+        peak.insert(name, per.iter().cloned().fold(0.0, f64::max));
+    }
+    println!("peak (best shape): fp32 {:.0}, bf16 {:.0} GFLOP/s (bf16 / fp32 {:.2}x)", peak["fp32"], peak["bf16"], peak["bf16"] / peak["fp32"]);
+
+    let cache = tok.cache_path(&cfg.data.corpus.join("train.txt"))?;
+    let rows: Vec<(&str, &str, Timed)> = vec![
+        ("lm (tch) fp32", "fp32", time_lm(&cfg, &data, Precision::Fp32, args.steps, args.reps)),
+        ("lm (tch) bf16 mixed", "bf16", time_lm(&cfg, &data, Precision::Bf16, args.steps, args.reps)),
+        ("PyTorch eager fp32", "fp32", time_pytorch(&args, &cache, false)?.0),
+        ("PyTorch bf16 autocast", "bf16", time_pytorch(&args, &cache, true)?.0),
+    ];
+    println!("config {} ({} params, {:.1} MFLOP/token), {} reps x {} timed steps", cfg.name, cfg.n_params(), flops / 1e6, args.reps, args.steps);
+    println!("{:<24} {:>9} {:>21} {:>7} {:>7} {:>7} {:>8}", "", "tokens/s", "(min, max)", "MFU", "fwd %", "bwd %", "optim %");
+    let mut csv = String::from("bench,row,dtype,median,min,max,unit,mfu,reps\n");
+    let mut json_rows = Vec::new();
+    for (name, dtype, t) in &rows {
+        let (med, lo, hi) = summary(&t.rates);
+        let mfu = med * flops / (peak[dtype] * 1e9);
+        println!("{name:<24} {med:>9.0} {:>21} {:>6.1}% {:>6.1}% {:>6.1}% {:>7.1}%", format!("({lo:.0}, {hi:.0})"), 100.0 * mfu, 100.0 * t.split.0, 100.0 * t.split.1, 100.0 * t.split.2);
+        csv.push_str(&format!("train,{name},{dtype},{med},{lo},{hi},tokens/s,{mfu},{}\n", t.rates.len()));
+        json_rows.push(serde_json::json!({"row": name, "dtype": dtype, "tokens_per_s": t.rates, "median": med, "mfu": mfu, "split": [t.split.0, t.split.1, t.split.2]}));
+    }
+    let med = |i: usize| summary(&rows[i].2.rates).0;
+    println!("ratios (medians): lm fp32 / PyTorch fp32 {:.2}x; lm bf16 / PyTorch fp32 {:.2}x (goal >= 1.5x); lm bf16 / PyTorch bf16 autocast {:.2}x (goal >= 1.0x); lm bf16 / lm fp32 {:.2}x", med(0) / med(2), med(1) / med(2), med(1) / med(3), med(1) / med(0));
+    for (what, v) in [("lm fp32 / PyTorch fp32", med(0) / med(2)), ("lm bf16 / PyTorch fp32", med(1) / med(2)), ("lm bf16 / PyTorch bf16 autocast", med(1) / med(3))] {
+        csv.push_str(&format!("train,{what},,{v},,,ratio,,\n"));
+    }
+    for (name, g) in &peak {
+        csv.push_str(&format!("train,matmul peak,{name},{g},,,GFLOP/s,,{}\n", args.reps));
+    }
 
     let report = serde_json::json!({
         "config": cfg.name, "config_hash": cfg.hash(), "git_commit": output::provenance::git_commit(),
-        "steps": args.steps, "peak_gflops": peak, "flops_per_token": flops,
-        "lm": {"tokens_per_s": rust_tps, "mfu": mfu(rust_tps), "forward_s": fwd, "backward_s": bwd, "optimizer_s": upd, "wall_s": wall},
-        "pytorch_eager": py, "ratio": rust_tps / py_tps,
+        "steps": args.steps, "reps": args.reps, "peak_gflops": peak, "flops_per_token": flops,
+        "gemm_shapes": shapes, "rows": json_rows, "threads": tch::get_num_threads(),
     });
     std::fs::create_dir_all("runs/bench")?;
-    output::write_atomic(std::path::Path::new("runs/bench/train.json"), serde_json::to_string_pretty(&report)?.as_bytes())?;
+    output::write_atomic(Path::new("runs/bench/train.json"), serde_json::to_string_pretty(&report)?.as_bytes())?;
+    output::write_atomic(Path::new("runs/bench/train.csv"), csv.as_bytes())?;
     Ok(())
 }

@@ -115,6 +115,34 @@ pub struct TrainConfig {
     pub checkpoint_every: u64,
     /// Number of fixed validation windows (of `context` tokens) scored at each checkpoint.
     pub val_windows: i64,
+    /// Precision of training's matmuls and attention: `fp32` (absent; not written, so existing
+    /// configs hash as before) or `bf16` (bf16 compute, fp32 master weights, gradients and AdamW
+    /// state; see [`crate::model::Gpt::set_compute`]).
+    #[serde(default, skip_serializing_if = "Precision::is_fp32")]
+    pub precision: Precision,
+}
+
+/// The compute precision of training.
+#[derive(Debug, Clone, Copy, Default, Serialize, Deserialize, PartialEq, Eq)]
+#[serde(rename_all = "lowercase")]
+pub enum Precision {
+    #[default]
+    Fp32,
+    Bf16,
+}
+
+impl Precision {
+    fn is_fp32(&self) -> bool {
+        *self == Precision::Fp32
+    }
+
+    /// The tensor kind the matmuls run in.
+    pub fn kind(self) -> tch::Kind {
+        match self {
+            Precision::Fp32 => tch::Kind::Float,
+            Precision::Bf16 => tch::Kind::BFloat16,
+        }
+    }
 }
 
 impl Config {
@@ -313,6 +341,22 @@ mod tests {
         let mut old_with_new = v1.clone();
         old_with_new.init_seed = Some(3);
         assert!(old_with_new.validate().is_err());
+    }
+
+    /// `precision` absent is fp32 and leaves the JSON (so the hash) as it was; bf16 is written,
+    /// read back, and changes the hash (a bf16 run never resumes an fp32 one).
+    #[test]
+    fn precision_defaults_to_fp32_without_changing_the_hash() {
+        let a = cfg();
+        assert_eq!(a.train.precision, Precision::Fp32);
+        assert!(!serde_json::to_string(&a).unwrap().contains("precision"));
+        let mut b = a.clone();
+        b.train.precision = Precision::Bf16;
+        let text = toml::to_string(&b).unwrap();
+        assert!(text.contains("precision = \"bf16\""), "{text}");
+        assert_eq!(toml::from_str::<Config>(&text).unwrap(), b);
+        assert_ne!(a.hash(), b.hash());
+        assert!(toml::from_str::<Config>(&text.replace("\"bf16\"", "\"fp16\"")).is_err());
     }
 
     /// The eval schedule: all of the final stage, `lead` checkpoints before it, `early`

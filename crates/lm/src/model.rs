@@ -22,6 +22,17 @@ impl RmsNorm {
     }
 }
 
+/// `x W^T` computed in `kind`: for fp32 exactly tch's `Linear`; otherwise `x` and a copy of the
+/// (fp32 master) weight cast to `kind`, the cast being part of the graph, so the weight's gradient
+/// arrives in fp32.
+fn lin(x: &Tensor, l: &nn::Linear, kind: Kind) -> Tensor {
+    if kind == Kind::Float {
+        x.apply(l)
+    } else {
+        x.to_kind(kind).matmul(&l.ws.to_kind(kind).tr())
+    }
+}
+
 fn linear(vs: nn::Path, i: i64, o: i64, std: f64) -> nn::Linear {
     nn::linear(vs, i, o, nn::LinearConfig { bias: false, ws_init: nn::Init::Randn { mean: 0.0, stdev: std }, ..Default::default() })
 }
@@ -54,21 +65,23 @@ impl Block {
         }
     }
 
-    fn forward(&self, x: &Tensor, rope: &(Tensor, Tensor), train: bool) -> Tensor {
+    /// `kind`: the matmuls, rotary and attention run in it (the residual stream and the norms
+    /// stay in the kind of `x`: adding a bf16 branch to an fp32 stream gives fp32).
+    fn forward(&self, x: &Tensor, rope: &(Tensor, Tensor), train: bool, kind: Kind) -> Tensor {
         let (b, t, d) = x.size3().unwrap();
         let hd = d / self.n_heads;
-        // to_kind is a no-op in fp32; it lets a model cast to bf16 run in bf16
-        let (cos, sin) = (rope.0.narrow(0, 0, t).to_kind(x.kind()), rope.1.narrow(0, 0, t).to_kind(x.kind()));
-        let qkv = self.attn_norm.forward(x).apply(&self.qkv).view([b, t, 3, self.n_heads, hd]).permute([2, 0, 3, 1, 4]);
+        let qkv = lin(&self.attn_norm.forward(x), &self.qkv, kind).view([b, t, 3, self.n_heads, hd]).permute([2, 0, 3, 1, 4]);
+        // to_kind is a no-op in fp32; it lets bf16 compute (or a model cast to bf16) stay in bf16
+        let (cos, sin) = (rope.0.narrow(0, 0, t).to_kind(qkv.kind()), rope.1.narrow(0, 0, t).to_kind(qkv.kind()));
         let (q, k, v) = (qkv.get(0), qkv.get(1), qkv.get(2));
         let (q, k) = (rotate(&q, &cos, &sin), rotate(&k, &cos, &sin));
         let y = Tensor::scaled_dot_product_attention::<Tensor>(&q, &k, &v, None, 0.0, true, None, false);
-        let y = y.transpose(1, 2).contiguous().view([b, t, d]).apply(&self.wo).dropout(self.dropout, train);
+        let y = lin(&y.transpose(1, 2).contiguous().view([b, t, d]), &self.wo, kind).dropout(self.dropout, train);
         let x = x + y;
-        let gu = self.mlp_norm.forward(&x).apply(&self.gate_up);
+        let gu = lin(&self.mlp_norm.forward(&x), &self.gate_up, kind);
         let mut halves = gu.chunk(2, -1).into_iter();
         let (g, u) = (halves.next().unwrap(), halves.next().unwrap());
-        let y = (g.silu() * u).apply(&self.down).dropout(self.dropout, train);
+        let y = lin(&(g.silu() * u), &self.down, kind).dropout(self.dropout, train);
         x + y
     }
 
@@ -139,6 +152,8 @@ pub struct Gpt {
     blocks: Vec<Block>,
     norm_f: RmsNorm,
     rope: (Tensor, Tensor),
+    /// The kind training's forward and backward compute in (see [`Gpt::set_train_compute`]).
+    train_compute: Kind,
     pub config: ModelConfig,
 }
 
@@ -150,15 +165,31 @@ impl Gpt {
             blocks: (0..c.n_layers).map(|i| Block::new(vs / "blocks" / i, c)).collect(),
             norm_f: RmsNorm::new(vs / "norm_f", c.d_model, c.norm_eps),
             rope: rope_tables(c, vs.device()),
+            train_compute: Kind::Float,
             config: c.clone(),
         }
     }
 
+    /// Mixed precision for training: with `BFloat16`, the forward and backward passes of
+    /// `train = true` run their matmuls, rotary and attention in bf16 on bf16 copies of the fp32
+    /// weights (the copies are made in the graph, so gradients, and with them AdamW's state,
+    /// stay fp32); the residual stream, norms and loss stay fp32. Inference (`train = false`:
+    /// validation, scoring) computes in the weights' own kind, as before. `Float` (the default)
+    /// is plain fp32 training.
+    pub fn set_train_compute(&mut self, kind: Kind) {
+        self.train_compute = kind;
+    }
+
+    fn compute(&self, train: bool) -> Kind {
+        if train { self.train_compute } else { Kind::Float }
+    }
+
     /// Final hidden states [B, T, d_model] (after the last norm) for tokens [B, T], T <= context.
     pub fn hidden(&self, tokens: &Tensor, train: bool) -> Tensor {
+        let kind = self.compute(train);
         let mut x = self.wte.forward(tokens);
         for block in &self.blocks {
-            x = block.forward(&x, &self.rope, train);
+            x = block.forward(&x, &self.rope, train, kind);
         }
         self.norm_f.forward(&x)
     }
@@ -191,9 +222,14 @@ impl Gpt {
         hidden.matmul(&self.wte.ws.tr())
     }
 
-    /// Logits [B, T, vocab] for tokens [B, T] (T <= context).
+    /// Logits [B, T, vocab] for tokens [B, T] (T <= context); fp32 logits also under bf16
+    /// training compute (the output matmul in bf16, its result cast up for the softmax).
     pub fn forward(&self, tokens: &Tensor, train: bool) -> Tensor {
-        self.head(&self.hidden(tokens, train))
+        let h = self.hidden(tokens, train);
+        match self.compute(train) {
+            Kind::Float => self.head(&h),
+            kind => h.to_kind(kind).matmul(&self.wte.ws.to_kind(kind).tr()).to_kind(Kind::Float),
+        }
     }
 
     /// Mean next-token cross-entropy of `targets` [B, T] given `tokens` [B, T].
@@ -272,6 +308,39 @@ mod tests {
         let sin_signed = Tensor::cat(&[-sin.narrow(-1, 0, 4), sin.narrow(-1, 4, 4)], -1);
         let z = rotate_signed(&Tensor::stack(&[&x, &x], 0), &cos, &sin_signed);
         assert!(f64::try_from((z.get(1) - &y).abs().max()).unwrap() < 1e-6);
+    }
+
+    /// bf16 training compute: the loss is the fp32 loss up to bf16 rounding, the gradients are
+    /// fp32 and close to fp32's, and inference (train = false) is untouched, to the bit.
+    #[test]
+    fn bf16_training_compute_keeps_fp32_gradients_and_leaves_inference_alone() {
+        let _rng = crate::train::rng_lock();
+        tch::manual_seed(3);
+        let vs = nn::VarStore::new(Device::Cpu);
+        let mut c = tiny();
+        c.init_std = 0.1;
+        let mut model = Gpt::new(&vs.root(), &c, 50);
+        let tokens = Tensor::randint(50, [4, 16], (Kind::Int64, Device::Cpu));
+        let targets = tokens.roll([-1], [1]);
+        let params = vs.trainable_variables();
+        let grads = |model: &Gpt| {
+            let loss = model.loss(&tokens, &targets, true);
+            let g = Tensor::run_backward(&[&loss], &params, false, false);
+            (f64::try_from(&loss).unwrap(), g)
+        };
+        let before = tch::no_grad(|| model.forward(&tokens, false));
+        let (l32, g32) = grads(&model);
+        model.set_train_compute(Kind::BFloat16);
+        let (l16, g16) = grads(&model);
+        assert_ne!(l16, l32, "bf16 compute must not silently run in fp32");
+        assert!((l16 - l32).abs() < 0.01 * l32, "{l16} vs {l32}");
+        for (a, b) in g32.iter().zip(&g16) {
+            assert_eq!(b.kind(), Kind::Float);
+            let rel = f64::try_from((a - b).norm()).unwrap() / f64::try_from(a.norm()).unwrap();
+            assert!(rel < 0.05, "gradient off by {rel}");
+        }
+        let after = tch::no_grad(|| model.forward(&tokens, false));
+        assert_eq!(f64::try_from((after - before).abs().max()).unwrap(), 0.0);
     }
 
     #[test]

@@ -64,15 +64,21 @@ impl Tok {
         self.inner.decode(ids, false).map_err(|e| anyhow::anyhow!("tokenizer: {e}"))
     }
 
-    /// Token ids of a whole text file, cached beside it as `<stem>.<tokenizer12>.<text12>.u16`
-    /// (keyed by the tokenizer's and the text's sha256, so a rebuilt corpus is encoded again).
+    /// Where [`Tok::encode_file_cached`] keeps the token ids of `path`:
+    /// `<stem>.<tokenizer12>.<text12>.u16` beside it (little-endian u16).
+    pub fn cache_path(&self, path: &Path) -> Result<std::path::PathBuf> {
+        let stem = path.file_stem().and_then(|s| s.to_str()).unwrap_or("text");
+        let text_hash = sha256_file(path).with_context(|| format!("{}: cannot read", path.display()))?;
+        Ok(path.with_file_name(format!("{stem}.{}.{}.u16", &self.sha256[..12], &text_hash[..12])))
+    }
+
+    /// Token ids of a whole text file, cached at [`Tok::cache_path`] (keyed by the tokenizer's
+    /// and the text's sha256, so a rebuilt corpus is encoded again).
     pub fn encode_file_cached(&self, path: &Path) -> Result<Vec<u16>> {
         if self.vocab_size() > u16::MAX as i64 + 1 {
             bail!("{}: vocab of {} does not fit u16 token files", self.path.display(), self.vocab_size());
         }
-        let stem = path.file_stem().and_then(|s| s.to_str()).unwrap_or("text");
-        let text_hash = sha256_file(path).with_context(|| format!("{}: cannot read", path.display()))?;
-        let cache = path.with_file_name(format!("{stem}.{}.{}.u16", &self.sha256[..12], &text_hash[..12]));
+        let cache = self.cache_path(path)?;
         if let Ok(bytes) = std::fs::read(&cache) {
             return Ok(bytes.chunks_exact(2).map(|c| u16::from_le_bytes([c[0], c[1]])).collect());
         }

@@ -247,7 +247,8 @@ pub fn train(cfg: &Config, run_dir: &Path, opts: &TrainOptions) -> Result<TrainS
     let ckpt_dir = run_dir.join("checkpoints");
     let device = Device::cuda_if_available();
     let mut vs = VarStore::new(device);
-    let model = seeded(cfg.init_seed() as i64, || Gpt::new(&vs.root(), &cfg.model, cfg.data.vocab_size));
+    let mut model = seeded(cfg.init_seed() as i64, || Gpt::new(&vs.root(), &cfg.model, cfg.data.vocab_size));
+    model.set_train_compute(cfg.train.precision.kind());
     let t = &cfg.train;
     let mut opt = AdamW::new(&vs, t.beta1, t.beta2, t.eps, t.weight_decay);
     let resumed = resume_point(&ckpt_dir, &mut vs, &mut opt, &tok)?;

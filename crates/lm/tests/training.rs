@@ -66,6 +66,28 @@ fn resume_after_a_kill_equals_the_straight_run() {
     assert_eq!(log.lines().count(), 1 + 61, "{log}");
 }
 
+/// bf16 mixed precision: a run killed and resumed ends on the same weights as the straight run,
+/// to the bit (master weights and AdamW state are fp32 and saved whole), and the precision
+/// really changes the computation (the weights differ from the fp32 run's).
+#[test]
+fn bf16_training_resumes_bit_exactly() {
+    let dir = tempfile::tempdir().unwrap();
+    let fp32 = setup(dir.path());
+    let mut cfg = fp32.clone();
+    cfg.train.precision = lm::config::Precision::Bf16;
+    let straight = dir.path().join("bf16-straight");
+    train::train(&cfg, &straight, &quiet()).unwrap();
+    let resumed = dir.path().join("bf16-resumed");
+    train::train(&cfg, &resumed, &TrainOptions { stop_after: Some(30), quiet: true, ..Default::default() }).unwrap();
+    let second = train::train(&cfg, &resumed, &quiet()).unwrap();
+    assert_eq!((second.resumed_from, second.last_step), (Some(30), 60));
+    let last = "checkpoints/step_000060.safetensors";
+    assert_eq!(max_abs_diff(&weights(&straight.join(last)), &weights(&resumed.join(last))), 0.0);
+    let full = dir.path().join("fp32");
+    train::train(&fp32, &full, &quiet()).unwrap();
+    assert!(max_abs_diff(&weights(&straight.join(last)), &weights(&full.join(last))) > 0.0, "bf16 training gave the fp32 weights");
+}
+
 #[test]
 fn checkpoint_round_trip_is_bit_exact_and_provenance_is_recorded() {
     let dir = tempfile::tempdir().unwrap();

@@ -115,9 +115,9 @@ pub struct TrainConfig {
     pub checkpoint_every: u64,
     /// Number of fixed validation windows (of `context` tokens) scored at each checkpoint.
     pub val_windows: i64,
-    /// Precision of training's matmuls and attention: `fp32` (absent; not written, so existing
-    /// configs hash as before) or `bf16` (bf16 compute, fp32 master weights, gradients and AdamW
-    /// state; see [`crate::model::Gpt::set_compute`]).
+    /// Precision of training's linear layers: `fp32` (absent; not written, so existing configs
+    /// hash as before) or `bf16` (bf16 matmuls; fp32 master weights, gradients, AdamW state,
+    /// attention, norms and loss; see [`crate::model::Gpt::set_train_compute`]).
     #[serde(default, skip_serializing_if = "Precision::is_fp32")]
     pub precision: Precision,
 }

@@ -41,6 +41,9 @@ fn main() -> Result<()> {
             Some(s) => {
                 row.push(s.seeds.to_string());
                 row.push(match (s.between_seed_sd, s.between_seed_ci) {
+                    // a chi-square interval scales the sample sd, so equal scores give [0, 0],
+                    // which would read as certainty: no interval then
+                    (Some(sd), _) if sd == 0.0 => "0 (equal final scores)".into(),
                     (Some(sd), Some((lo, hi))) => format!("{sd:.4} [{lo:.4}, {hi:.4}]"),
                     _ => "- (1 seed)".into(),
                 });

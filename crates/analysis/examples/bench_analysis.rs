@@ -1,9 +1,12 @@
 //! Analysis benchmark: 1,000 checkpoints x 100,000 examples x 5 tasks of synthetic correctness,
 //! every streaming metric, side by side with a numpy reference of the same metrics on the same
 //! bits (crates/analysis/bench/analysis_reference.py), in one run, as a ratio; the two answers
-//! are checked equal. `just bench-analysis [checkpoints examples tasks]`.
+//! are checked equal. Each side is timed `reps` times (median, min, max).
+//! `just bench-analysis [checkpoints examples tasks reps]`; writes `just bench`'s row to
+//! runs/bench/analysis.summary.json.
 use analysis::stream::StreamingTask;
 use anyhow::Result;
+use output::bench::{Reference, Row, Spread};
 use std::io::{BufReader, BufWriter, Read, Write};
 use std::time::Instant;
 
@@ -16,7 +19,7 @@ fn mix(mut z: u64) -> u64 {
 
 fn main() -> Result<()> {
     let a: Vec<usize> = std::env::args().skip(1).map(|s| s.parse().unwrap()).collect();
-    let (m, n, tasks) = (a.first().copied().unwrap_or(1000), a.get(1).copied().unwrap_or(100_000), a.get(2).copied().unwrap_or(5));
+    let (m, n, tasks, reps) = (a.first().copied().unwrap_or(1000), a.get(1).copied().unwrap_or(100_000), a.get(2).copied().unwrap_or(5), a.get(3).copied().unwrap_or(5).max(1));
     let words = n.div_ceil(64);
     let dir = tempfile::tempdir()?;
     let path = dir.path().join("bits.bin");
@@ -43,8 +46,8 @@ fn main() -> Result<()> {
         }
     }
     // streaming: read one checkpoint row at a time; tasks split over the cores
-    let t0 = Instant::now();
-    let summaries: Vec<_> = std::thread::scope(|s| {
+    let stream = || -> Result<Vec<_>> {
+        std::thread::scope(|s| {
         let handles: Vec<_> = (0..tasks)
             .map(|task| {
                 let path = path.clone();
@@ -66,14 +69,23 @@ fn main() -> Result<()> {
             })
             .collect();
         handles.into_iter().map(|h| h.join().unwrap()).collect::<Result<Vec<_>>>()
-    })?;
-    let rust_s = t0.elapsed().as_secs_f64();
+        })
+    };
+    let mut rust_t = vec![];
+    let mut summaries = vec![];
+    for _ in 0..reps {
+        let t0 = Instant::now();
+        summaries = stream()?;
+        rust_t.push(t0.elapsed().as_secs_f64());
+    }
+    let rust_s = Spread::of(&rust_t);
     let state_mb = (n * 6 + words * 16) as f64 * tasks as f64 / 1e6;
 
-    let out = std::process::Command::new(".venv/bin/python").arg("crates/analysis/bench/analysis_reference.py").arg(&path).args([m.to_string(), n.to_string(), tasks.to_string()]).output()?;
+    let out = std::process::Command::new(".venv/bin/python").arg("crates/analysis/bench/analysis_reference.py").arg(&path).args([m.to_string(), n.to_string(), tasks.to_string(), reps.to_string()]).output()?;
     anyhow::ensure!(out.status.success(), "reference failed: {}", String::from_utf8_lossy(&out.stderr));
     let py: serde_json::Value = serde_json::from_slice(out.stdout.trim_ascii())?;
-    let py_s = py["seconds"].as_f64().unwrap();
+    let py_t: Vec<f64> = py["seconds"].as_array().unwrap().iter().map(|x| x.as_f64().unwrap()).collect();
+    let py_s = Spread::of(&py_t);
     for (i, s) in summaries.iter().enumerate() {
         let r = &py["tasks"][i];
         for (name, ours) in [("mtv", s.mtv), ("mean_flip_rate", s.mean_flip_rate), ("flip_rate_p90", s.flip_rate_p90), ("learned_then_forgotten", s.learned_then_forgotten), ("detrended_sd", s.detrended_sd), ("largest_drop", s.largest_drop), ("stable_final", s.stable_final)] {
@@ -83,9 +95,21 @@ fn main() -> Result<()> {
         anyhow::ensure!(s.direction_changes as u64 == r["direction_changes"].as_u64().unwrap(), "task {i}: direction changes differ");
     }
     println!("{m} checkpoints x {n} examples x {tasks} tasks = {:.1e} correctness values ({:.1} GB as raw f64)", (m * n * tasks) as f64, (m * n * tasks * 8) as f64 / 1e9);
-    println!("{:<22} {:>9} {:>22}", "", "seconds", "memory held");
-    println!("{:<22} {:>9.2} {:>22}", "analysis (streaming)", rust_s, format!("{state_mb:.1} MB of state"));
-    println!("{:<22} {:>9.2} {:>22}", "numpy reference", py_s, format!("{:.1} GB bool matrix", (m * n) as f64 / 1e9));
-    println!("ratio: {:.1}x faster than numpy; results identical on all {tasks} tasks (mean flip rate {:.4}, MTV {:.5} on task 0)", py_s / rust_s, summaries[0].mean_flip_rate, summaries[0].mtv);
+    println!("{:<22} {:>22} {:>22}", "", "seconds (min, max)", "memory held");
+    let line = |name: &str, s: Spread, held: String| println!("{name:<22} {:>22} {held:>22}", format!("{:.2} ({:.2}, {:.2})", s.median, s.min, s.max));
+    line("analysis (streaming)", rust_s, format!("{state_mb:.1} MB of state"));
+    line("numpy reference", py_s, format!("{:.1} GB bool matrix", (m * n) as f64 / 1e9));
+    println!("ratio (medians of {reps}): {:.1}x faster than numpy; results identical on all {tasks} tasks (mean flip rate {:.4}, MTV {:.5} on task 0)", py_s.median / rust_s.median, summaries[0].mean_flip_rate, summaries[0].mtv);
+    let row = Row {
+        bench: "analysis".into(),
+        measure: format!("streaming metrics, {m} checkpoints x {n} examples x {tasks} tasks"),
+        unit: "s".into(),
+        higher_is_better: false,
+        ours: rust_s,
+        anchor: Some(Reference { name: "numpy (bits in memory)".into(), median: py_s.median }),
+        bound: None,
+        goal: None,
+    };
+    output::bench::write_summary(std::path::Path::new("runs/bench"), "analysis", &[row], serde_json::json!({"numpy_seconds": py_t, "state_mb": state_mb}))?;
     Ok(())
 }

@@ -2,11 +2,13 @@
 //! splits, every metric) on a synthetic run of one task, with rayon pools of 1 thread and of
 //! every core, side by side in one run; the two answers are checked equal (draws are seeded per
 //! draw, so the thread count must not change a number).
-//! `cargo run --release --example bench_stats [examples checkpoints repetitions]`.
+//! `cargo run --release --example bench_stats [examples checkpoints repetitions]`; writes
+//! `just bench`'s row (every core against one thread) to runs/bench/stats.summary.json.
 
 use analysis::{analyse, Options};
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
+use output::bench::{Reference, Row, Spread};
 use records::ExampleRecord;
 use std::time::Instant;
 
@@ -36,14 +38,24 @@ fn main() -> anyhow::Result<()> {
             out = Some(pool.install(|| analyse(&tasks, &rows, &opts))?);
             times.push(t.elapsed().as_secs_f64());
         }
-        times.sort_by(f64::total_cmp);
-        results.push((threads, times[times.len() / 2], times[0], times[times.len() - 1], out.unwrap()));
+        results.push((threads, Spread::of(&times), out.unwrap()));
     }
-    assert_eq!(results[0].4 .0, results[1].4 .0, "the thread count changed a result");
+    assert_eq!(results[0].2 .0, results[1].2 .0, "the thread count changed a result");
     println!("analyse: {n} examples x {m} checkpoints, 6 metrics, {} bootstrap draws, {} null draws, {} splits; median of {reps} (min, max)", opts.bootstrap, opts.noise_sims, opts.splits);
-    for (threads, med, lo, hi, _) in &results {
-        println!("  {threads} thread(s): {med:.3} s ({lo:.3}, {hi:.3})");
+    for (threads, t, _) in &results {
+        println!("  {threads} thread(s): {:.3} s ({:.3}, {:.3})", t.median, t.min, t.max);
     }
-    println!("  speed-up with {cores} threads: {:.2}x", results[0].1 / results[1].1);
+    println!("  speed-up with {cores} threads: {:.2}x", results[0].1.median / results[1].1.median);
+    let row = Row {
+        bench: "stats".into(),
+        measure: format!("analyse(): {n} examples x {m} checkpoints, bootstrap + nulls + splits, {cores} threads"),
+        unit: "s".into(),
+        higher_is_better: false,
+        ours: results[1].1,
+        anchor: Some(Reference { name: "the same on 1 thread".into(), median: results[0].1.median }),
+        bound: None,
+        goal: None,
+    };
+    output::bench::write_summary(std::path::Path::new("runs/bench"), "stats", &[row], serde_json::json!({"bootstrap": opts.bootstrap, "null_draws": opts.noise_sims, "splits": opts.splits}))?;
     Ok(())
 }

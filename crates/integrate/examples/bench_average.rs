@@ -17,7 +17,11 @@
 //! repetition's own output comes after its timing, except in the `average()` row, which fsyncs. Ours is timed from opening the
 //! inputs to the written file (`average_file`: not staged, not synced, as PyTorch's save_file);
 //! `average()` adds the folder lock, staging, fsync and rename.
+//!
+//! Writes `just bench`'s rows to runs/bench/average-k<k>-<mb>mb.summary.json: per dtype the
+//! default (f64 accumulation, 2 threads) against PyTorch and the 2-thread memory copy.
 use anyhow::{ensure, Result};
+use output::bench::{Goal, Reference, Row, Spread};
 use integrate::average::{average, average_file, uniform, Accumulate, Checkpoint};
 use rayon::prelude::*;
 use safetensors::tensor::{Dtype, TensorView};
@@ -150,6 +154,7 @@ fn main() -> Result<()> {
     ensure!(k >= 1 && mb >= 1 && reps >= 1, "usage: bench_average [k] [mb] [reps]");
     let bytes = (k + 1) as f64 * (mb << 20) as f64;
     let (one, two) = (pool(1), pool(2));
+    let mut headline = Vec::new();
 
     println!("k = {k} inputs of {mb} MB; bytes moved (k reads + 1 write) = {:.2} GB; median of {reps} (min, max)", bytes / 1e9);
     for dtype in [Dtype::F32, Dtype::BF16] {
@@ -219,7 +224,19 @@ fn main() -> Result<()> {
         let f64_2 = rows[1].2 .0;
         println!("f64 accumulate: time on 1 thread / on 2: {:.2}; PyTorch / ours on 2: {:.1}; 1- and 2-thread outputs identical: {}", rows[0].2 .0 / f64_2, py_s.0 / f64_2, if identical { "yes" } else { "NO" });
         ensure!(identical, "the 1- and 2-thread outputs differ");
+        let (m, lo, hi) = rows[1].2;
+        headline.push(Row {
+            bench: format!("average-k{k}-{mb}mb"),
+            measure: format!("averaging {k} x {mb} MB {dtype:?}, f64 accumulate, 2 threads"),
+            unit: "s".into(),
+            higher_is_better: false,
+            ours: Spread { median: m, min: lo, max: hi, reps },
+            anchor: Some(Reference { name: "PyTorch load/mean/save".into(), median: py_s.0 }),
+            bound: Some(Reference { name: "memory copy, 2 threads".into(), median: copy2.0 }),
+            goal: Some(Goal::WithinBound(2.0)),
+        });
     }
+    output::bench::write_summary(Path::new("runs/bench"), &format!("average-k{k}-{mb}mb"), &headline, serde_json::json!({"k": k, "mb": mb, "reps": reps}))?;
     println!("\nx copy, x read: median time over the median time of the copy bound, of the read-k-write-1 bound, on as many threads (PyTorch and average(): 2)");
     Ok(())
 }

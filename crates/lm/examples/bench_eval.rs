@@ -21,6 +21,9 @@ use lm::tokenize::Tok;
 use std::io::{BufRead, Write};
 use std::path::PathBuf;
 use std::time::Instant;
+use output::bench::{Goal, Reference, Row, Spread};
+
+mod common;
 
 #[derive(Parser)]
 struct Args {
@@ -36,9 +39,9 @@ struct Args {
     /// Use the synthetic mix with this many examples per shape even if the tasks exist.
     #[arg(long)]
     synthetic: Option<usize>,
-    /// Rounds of one timed pass of each implementation, interleaved (the fastest of each
-    /// counts), after one warm-up pass each.
-    #[arg(long, default_value_t = 3)]
+    /// Rounds of one timed pass of each implementation, interleaved, after one warm-up pass
+    /// each; each figure is their median (min, max beside it).
+    #[arg(long, default_value_t = 5)]
     repeats: usize,
     /// Examples per task at most (default: the eval config's).
     #[arg(long)]
@@ -191,18 +194,19 @@ fn main() -> Result<()> {
 
     let mut packed = score_groups(&model, &groups, bt, Device::Cpu)?; // warm-up
     let mut old = score(&model, &flat, bt, Device::Cpu)?;
-    let (mut packed_s, mut old_s, mut py_s) = (f64::INFINITY, f64::INFINITY, f64::INFINITY);
+    let (mut packed_t, mut old_t, mut py_t) = (vec![], vec![], vec![]);
     for _ in 0..args.repeats.max(1) {
         let t = Instant::now();
         packed = score_groups(&model, &groups, bt, Device::Cpu)?;
-        packed_s = packed_s.min(t.elapsed().as_secs_f64());
+        packed_t.push(t.elapsed().as_secs_f64());
         let t = Instant::now();
         old = score(&model, &flat, bt, Device::Cpu)?;
-        old_s = old_s.min(t.elapsed().as_secs_f64());
+        old_t.push(t.elapsed().as_secs_f64());
         writeln!(to_py, "run")?;
         let v: serde_json::Value = serde_json::from_str(&read_py()?)?;
-        py_s = py_s.min(v["seconds"].as_f64().context("no seconds")?);
+        py_t.push(v["seconds"].as_f64().context("no seconds")?);
     }
+    let (packed_s, old_s, py_s) = (Spread::of(&packed_t).median, Spread::of(&old_t).median, Spread::of(&py_t).median);
     drop(to_py);
     let py: serde_json::Value = serde_json::from_str(&read_py()?)?;
     anyhow::ensure!(child.wait()?.success(), "the PyTorch reference failed");
@@ -227,14 +231,17 @@ fn main() -> Result<()> {
         println!("  {name:<16} {:>5} examples {:>5} requests, {:>7} tokens per request -> {:>7} packed", g.len(), s.requests, s.request_tokens, s.tokens);
     }
     println!(
-        "{n_examples} examples, {} requests ({} packed in {} rows, {} per request); batch_tokens {bt}, best of {} interleaved rounds after a warm-up, threads {} (PyTorch {})",
+        "{n_examples} examples, {} requests ({} packed in {} rows, {} per request); batch_tokens {bt}, median of {} interleaved rounds after a warm-up, threads {} (PyTorch {})",
         stats.requests, stats.packed, stats.rows, stats.requests - stats.packed, args.repeats, tch::get_num_threads(), py["threads"]
     );
-    println!("{:<26} {:>9} {:>12} {:>11} {:>9} {:>10}", "", "seconds", "examples/s", "tokens run", "padding", "vs PyTorch");
-    let line = |name: &str, s: f64, tokens: usize, pad: f64| println!("{name:<26} {s:>9.3} {:>12.1} {tokens:>11} {:>8.1}% {:>9.2}x", n_examples as f64 / s, 100.0 * pad, py_s / s);
-    line("lm packed (score_groups)", packed_s, stats.tokens, stats.padding_share());
-    line("lm per-request (score)", old_s, stats.request_tokens, stats.request_padding_share());
-    line("PyTorch eager, per-request", py_s, stats.request_tokens, stats.request_padding_share());
+    println!("{:<26} {:>26} {:>12} {:>11} {:>9} {:>10}", "", "seconds (min, max)", "examples/s", "tokens run", "padding", "vs PyTorch");
+    let line = |name: &str, t: &[f64], tokens: usize, pad: f64| {
+        let Spread { median: s, min, max, .. } = Spread::of(t);
+        println!("{name:<26} {:>26} {:>12.1} {tokens:>11} {:>8.1}% {:>9.2}x", format!("{s:.3} ({min:.3}, {max:.3})"), n_examples as f64 / s, 100.0 * pad, py_s / s)
+    };
+    line("lm packed (score_groups)", &packed_t, stats.tokens, stats.padding_share());
+    line("lm per-request (score)", &old_t, stats.request_tokens, stats.request_padding_share());
+    line("PyTorch eager, per-request", &py_t, stats.request_tokens, stats.request_padding_share());
     println!("packed / per-request: {:.2}x; packed / PyTorch: {:.2}x", old_s / packed_s, py_s / packed_s);
     // matmul work: every input token through the blocks, every scored position through the
     // (vocab x d_model) output layer, which packing does not share
@@ -250,6 +257,34 @@ fn main() -> Result<()> {
         "max |log-likelihood difference| over {} requests: packed vs per-request {:.2e}, packed vs PyTorch {:.2e}, per-request vs PyTorch {:.2e}; argmax tokens identical: {argmax_same}; predictions identical on {pred_same} of {n_examples} examples",
         flat.len(), max_diff(&packed_ll, &old_ll), max_diff(&packed_ll, &py_ll), max_diff(&old_ll, &py_ll)
     );
+    // the bound: this machine's fp32 matmul peak on the scorer's GEMM shapes (a batch of
+    // batch_tokens rows through the blocks and the output layer), as examples/s at the packed
+    // scorer's work per example (2 FLOPs per MAC)
+    let (d, f, v, rows) = (mc.d_model, mc.d_ff, vocab, bt as i64);
+    let (_, peak) = common::peak_gflops(tch::Kind::Float, &[(rows, d, 3 * d), (rows, d, d), (rows, d, 2 * f), (rows, f, d), (rows, d, v)], args.repeats);
+    let bound = peak * 1e9 / (2.0 * pw / n_examples as f64);
+    println!("fp32 matmul peak on the scorer's shapes: {peak:.0} GFLOP/s = {bound:.0} examples/s at the packed work per example; packed at {:.0}% of it", 100.0 * n_examples as f64 / packed_s / bound);
+    let max_ll_diff = max_diff(&packed_ll, &py_ll);
+    anyhow::ensure!(max_ll_diff <= 1e-4, "the packed scorer's log-likelihoods differ from PyTorch's by {max_ll_diff:.2e} (> 1e-4)");
+    let rate = |t: &[f64]| t.iter().map(|s| n_examples as f64 / s).collect::<Vec<_>>();
+    let anchor = Reference { name: "PyTorch eager fp32, per-request".into(), median: Spread::of(&rate(&py_t)).median };
+    let bound = Reference { name: "fp32 matmul peak".into(), median: bound };
+    let row = |measure: &str, t: &[f64], goal: Option<f64>| Row {
+        bench: "eval".into(),
+        measure: measure.into(),
+        unit: "examples/s".into(),
+        higher_is_better: true,
+        ours: Spread::of(&rate(t)),
+        anchor: Some(anchor.clone()),
+        bound: Some(bound.clone()),
+        goal: goal.map(Goal::Speedup),
+    };
+    let details = serde_json::json!({
+        "model": what, "examples": n_examples, "requests": stats.requests, "source": source, "batch_tokens": bt,
+        "threads": tch::get_num_threads(), "peak_gflops_fp32": peak, "max_loglik_diff_vs_pytorch": max_ll_diff,
+        "predictions_identical": pred_same, "seconds": {"packed": packed_t, "per_request": old_t, "pytorch": py_t},
+    });
+    output::bench::write_summary(std::path::Path::new("runs/bench"), "eval", &[row("scoring, lm packed fp32", &packed_t, Some(3.0)), row("scoring, lm per-request fp32", &old_t, None)], details)?;
     if args.layouts || !args.layout.is_empty() {
         let mut layouts: Vec<(String, Packing)> = vec![
             ("one piece per row, no fill bound".into(), Packing { piece_contexts: 2.0, bin_contexts: 0.0, min_fill: 0.0 }),

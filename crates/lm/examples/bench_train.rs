@@ -15,7 +15,10 @@ use std::time::Instant;
 use lm::config::{Config, Precision};
 use lm::model::Gpt;
 use lm::optim::AdamW;
-use lm::tch::{nn::VarStore, Device, Kind, Tensor};
+use lm::tch::{nn::VarStore, Device, Kind};
+use output::bench::{Goal, Reference, Row, Spread};
+
+mod common;
 use lm::train::{tokenizer_for, TokenData};
 
 #[derive(Parser)]
@@ -32,39 +35,11 @@ struct Args {
     python: PathBuf,
 }
 
-/// (median, min, max).
-fn summary(v: &[f64]) -> (f64, f64, f64) {
-    let mut s = v.to_vec();
-    s.sort_by(f64::total_cmp);
-    (s[s.len() / 2], s[0], s[s.len() - 1])
-}
-
 /// The model's training GEMMs as (M, K, N): tokens x d_model into qkv, wo, gate_up, down and
 /// the output layer.
 fn gemm_shapes(cfg: &Config) -> Vec<(i64, i64, i64)> {
     let (m, d, f, v) = (cfg.train.batch_size * cfg.model.context, cfg.model.d_model, cfg.model.d_ff, cfg.data.vocab_size);
     vec![(m, d, 3 * d), (m, d, d), (m, d, 2 * f), (m, f, d), (m, d, v)]
-}
-
-/// Median GFLOP/s over `reps` timings (each of enough calls to take ~20 ms) of an (M, K, N)
-/// matmul in `kind`.
-fn gemm_gflops(kind: Kind, (m, k, n): (i64, i64, i64), reps: usize) -> f64 {
-    let a = Tensor::randn([m, k], (Kind::Float, Device::Cpu)).to_kind(kind);
-    let b = Tensor::randn([k, n], (Kind::Float, Device::Cpu)).to_kind(kind);
-    let flops = 2.0 * (m * k * n) as f64;
-    let t = Instant::now();
-    let _ = a.matmul(&b);
-    let calls = ((0.02 / t.elapsed().as_secs_f64()).ceil() as usize).clamp(1, 1000);
-    let rates: Vec<f64> = (0..reps)
-        .map(|_| {
-            let t = Instant::now();
-            for _ in 0..calls {
-                let _ = a.matmul(&b);
-            }
-            calls as f64 * flops / t.elapsed().as_secs_f64() / 1e9
-        })
-        .collect();
-    summary(&rates).0
 }
 
 struct Timed {
@@ -145,10 +120,10 @@ fn main() -> Result<()> {
     let mut peak = std::collections::BTreeMap::new();
     println!("matmul GFLOP/s on the model's GEMM shapes (M x K x N), median of {}", args.reps);
     for (name, kind) in [("fp32", Kind::Float), ("bf16", Kind::BFloat16)] {
-        let per: Vec<f64> = shapes.iter().map(|&s| gemm_gflops(kind, s, args.reps)).collect();
+        let (per, best) = common::peak_gflops(kind, &shapes, args.reps);
         let cells: Vec<String> = shapes.iter().zip(&per).map(|((m, k, n), g)| format!("{m}x{k}x{n} {g:.0}")).collect();
         println!("  {name}: {}", cells.join(", "));
-        peak.insert(name, per.iter().cloned().fold(0.0, f64::max));
+        peak.insert(name, best);
     }
     println!("peak (best shape): fp32 {:.0}, bf16 {:.0} GFLOP/s (bf16 / fp32 {:.2}x)", peak["fp32"], peak["bf16"], peak["bf16"] / peak["fp32"]);
 
@@ -164,13 +139,13 @@ fn main() -> Result<()> {
     let mut csv = String::from("bench,row,dtype,median,min,max,unit,mfu,reps\n");
     let mut json_rows = Vec::new();
     for (name, dtype, t) in &rows {
-        let (med, lo, hi) = summary(&t.rates);
+        let Spread { median: med, min: lo, max: hi, .. } = Spread::of(&t.rates);
         let mfu = med * flops / (peak[dtype] * 1e9);
         println!("{name:<24} {med:>9.0} {:>21} {:>6.1}% {:>6.1}% {:>6.1}% {:>7.1}%", format!("({lo:.0}, {hi:.0})"), 100.0 * mfu, 100.0 * t.split.0, 100.0 * t.split.1, 100.0 * t.split.2);
         csv.push_str(&format!("train,{name},{dtype},{med},{lo},{hi},tokens/s,{mfu},{}\n", t.rates.len()));
         json_rows.push(serde_json::json!({"row": name, "dtype": dtype, "tokens_per_s": t.rates, "median": med, "mfu": mfu, "split": [t.split.0, t.split.1, t.split.2]}));
     }
-    let med = |i: usize| summary(&rows[i].2.rates).0;
+    let med = |i: usize| Spread::of(&rows[i].2.rates).median;
     println!("ratios (medians): lm fp32 / PyTorch fp32 {:.2}x; lm bf16 / PyTorch fp32 {:.2}x (goal >= 1.5x); lm bf16 / PyTorch bf16 autocast {:.2}x (goal >= 1.0x); lm bf16 / lm fp32 {:.2}x", med(0) / med(2), med(1) / med(2), med(1) / med(3), med(1) / med(0));
     for (what, v) in [("lm fp32 / PyTorch fp32", med(0) / med(2)), ("lm bf16 / PyTorch fp32", med(1) / med(2)), ("lm bf16 / PyTorch bf16 autocast", med(1) / med(3))] {
         csv.push_str(&format!("train,{what},,{v},,,ratio,,\n"));
@@ -184,7 +159,23 @@ fn main() -> Result<()> {
         "steps": args.steps, "reps": args.reps, "peak_gflops": peak, "flops_per_token": flops,
         "gemm_shapes": shapes, "rows": json_rows, "threads": tch::get_num_threads(),
     });
+    // the headline rows of `just bench`: each of ours against its anchor and its dtype's peak
+    let row = |ours: usize, anchor: usize, goal: Option<f64>| {
+        let (name, dtype, t) = &rows[ours];
+        Row {
+            bench: "train".into(),
+            measure: format!("training step, {name}"),
+            unit: "tokens/s".into(),
+            higher_is_better: true,
+            ours: Spread::of(&t.rates),
+            anchor: Some(Reference { name: rows[anchor].0.into(), median: med(anchor) }),
+            bound: Some(Reference { name: format!("{dtype} matmul peak"), median: peak[dtype] * 1e9 / flops }),
+            goal: goal.map(Goal::Speedup),
+        }
+    };
+    let headline = [row(0, 2, None), row(1, 2, Some(1.5)), row(1, 3, Some(1.0))];
     std::fs::create_dir_all("runs/bench")?;
+    output::bench::write_summary(Path::new("runs/bench"), "train", &headline, report.clone())?;
     output::write_atomic(Path::new("runs/bench/train.json"), serde_json::to_string_pretty(&report)?.as_bytes())?;
     output::write_atomic(Path::new("runs/bench/train.csv"), csv.as_bytes())?;
     Ok(())

@@ -8,12 +8,14 @@
 //! - [`FolderLock`]: one writer per run, eval or output folder (an advisory `flock` on
 //!   `<folder>/.lock` naming the holder's pid; a lock of a dead process is taken over, and its
 //!   temp files are cleaned up);
-//! - [`provenance`]: hashes, git commit and host facts every output records.
+//! - [`provenance`]: hashes, git commit and host facts every output records;
+//! - [`bench`]: the one shape of every benchmark's headline rows (`just bench`'s table).
 //!
 //! Write failures can be injected for tests: with `FLUCT_FAIL_AFTER_BYTES=N` in the environment,
 //! every write of the process fails (as a full disk does) once N bytes in total have been written.
 
 mod atomic;
+pub mod bench;
 mod fault;
 mod lock;
 pub mod provenance;

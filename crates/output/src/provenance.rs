@@ -27,14 +27,14 @@ pub fn sha256_file(path: &Path) -> Result<String> {
 }
 
 /// `git rev-parse HEAD` of the working tree, with `-dirty` if it has uncommitted changes to
-/// tracked files other than the versioned outputs (`figures/`, the generated `paper/paper.*`),
-/// which are written from the code, not part of it; `unknown` outside a git checkout.
+/// tracked files other than the versioned outputs (`figures/`, the generated `paper/paper.*`,
+/// the table `just bench` writes in BENCHMARKS.md), which are written from the code, not part of it; `unknown` outside a git checkout.
 pub fn git_commit() -> String {
     let run = |args: &[&str]| {
         std::process::Command::new("git").args(args).output().ok().filter(|o| o.status.success()).map(|o| String::from_utf8_lossy(&o.stdout).trim().to_string())
     };
     match run(&["rev-parse", "HEAD"]) {
-        Some(c) => match run(&["status", "--porcelain", "--untracked-files=no", "--", ".", ":(exclude)figures", ":(exclude)paper/paper.md", ":(exclude)paper/paper.provenance.json"]) {
+        Some(c) => match run(&["status", "--porcelain", "--untracked-files=no", "--", ".", ":(exclude)figures", ":(exclude)paper/paper.md", ":(exclude)paper/paper.provenance.json", ":(exclude)BENCHMARKS.md"]) {
             Some(s) if !s.is_empty() => format!("{c}-dirty"),
             _ => c,
         },

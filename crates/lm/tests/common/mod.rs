@@ -3,9 +3,9 @@
 
 use std::path::Path;
 
-use lm::config::Config;
+use lm::config::{Config, Precision};
 
-/// The smoke config shrunk to a 512-token vocabulary and a context of 32, training `steps`
+/// The smoke config (in fp32) shrunk to a 512-token vocabulary and a context of 32, training `steps`
 /// steps with `warmup_steps` of warm-up and `val_windows` validation windows, a checkpoint every
 /// 10 steps, over `dir/corpus` with the tokenizer at `dir/tok.json`.
 pub fn tiny_config(dir: &Path, steps: u64, warmup_steps: u64, val_windows: i64) -> Config {
@@ -24,5 +24,7 @@ pub fn tiny_config(dir: &Path, steps: u64, warmup_steps: u64, val_windows: i64) 
     cfg.train.warmup_steps = warmup_steps;
     cfg.train.checkpoint_every = 10;
     cfg.train.val_windows = val_windows;
+    // fp32 unless a test asks for bf16 (the smoke config trains in bf16)
+    cfg.train.precision = Precision::Fp32;
     cfg
 }

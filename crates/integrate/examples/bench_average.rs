@@ -30,8 +30,8 @@ use std::time::Instant;
 
 const TENSORS: usize = 16;
 
-/// (median, min, max) of `reps` timed runs of `f`, after one untimed run.
-fn timed(reps: usize, mut before: impl FnMut(), mut f: impl FnMut() -> Result<()>) -> Result<Stat> {
+/// The spread of `reps` timed runs of `f`, after one untimed run.
+fn timed(reps: usize, mut before: impl FnMut(), mut f: impl FnMut() -> Result<()>) -> Result<Spread> {
     before();
     f()?;
     let mut s = Vec::with_capacity(reps);
@@ -41,8 +41,7 @@ fn timed(reps: usize, mut before: impl FnMut(), mut f: impl FnMut() -> Result<()
         f()?;
         s.push(t.elapsed().as_secs_f64());
     }
-    s.sort_by(f64::total_cmp);
-    Ok((s[s.len() / 2], s[0], s[s.len() - 1]))
+    Ok(Spread::of(&s))
 }
 
 fn pool(threads: usize) -> rayon::ThreadPool {
@@ -97,13 +96,11 @@ fn same_bytes(a: &Path, b: &Path) -> Result<bool> {
     Ok(ma[..] == mb[..])
 }
 
-type Stat = (f64, f64, f64);
-
 /// The two bounds on pools of 1 and 2 threads, each (median, min, max): the copy of the
 /// (k + 1) x mb bytes averaging moves, buffer to buffer (read and write them all); "read k,
 /// write 1", the traffic of averaging itself. Buffers of at most 512 MB, far beyond the caches,
 /// passed over as often as needed, in 1 MiB pieces over the pool.
-fn bounds(k: usize, mb: usize, reps: usize, one: &rayon::ThreadPool, two: &rayon::ThreadPool) -> Result<[Stat; 4]> {
+fn bounds(k: usize, mb: usize, reps: usize, one: &rayon::ThreadPool, two: &rayon::ThreadPool) -> Result<[Spread; 4]> {
     let buf = (mb << 20).min(512 << 20);
     let src = vec![1u8; buf];
     let mut dst = vec![0u8; buf];
@@ -189,8 +186,8 @@ fn main() -> Result<()> {
             let s1 = ours(&one, acc, &seq_out)?;
             let s2 = ours(&two, acc, &out)?;
             identical &= same_bytes(&seq_out, &out)?;
-            rows.push((name.clone(), "1".to_string(), s1, copy1.0, stream1.0));
-            rows.push((name, "2".to_string(), s2, copy2.0, stream2.0));
+            rows.push((name.clone(), "1".to_string(), s1, copy1.median, stream1.median));
+            rows.push((name, "2".to_string(), s2, copy2.median, stream2.median));
         }
         remove(&seq_out);
         // the whole library call: folder lock, staging, fsync, rename
@@ -198,41 +195,39 @@ fn main() -> Result<()> {
             let inputs: Vec<Checkpoint> = paths.iter().map(|p| Checkpoint::open(p)).collect::<Result<_>>()?;
             average(&inputs, &uniform(k), Accumulate::F64, &out).map(|_| ())
         }))?;
-        rows.push(("average(): + staging, fsync".to_string(), "2".to_string(), durable, copy2.0, stream2.0));
+        rows.push(("average(): + staging, fsync".to_string(), "2".to_string(), durable, copy2.median, stream2.median));
         remove(&out);
 
         let py_out = dir.path().join("py.safetensors");
         let py = std::process::Command::new(".venv/bin/python").arg("crates/integrate/bench/average_reference.py").arg(reps.to_string()).arg(&py_out).args(&paths).output()?;
         ensure!(py.status.success(), "reference failed: {}", String::from_utf8_lossy(&py.stderr));
         let v: serde_json::Value = serde_json::from_slice(py.stdout.trim_ascii())?;
-        let mut ps: Vec<f64> = v["seconds"].as_array().unwrap().iter().map(|x| x.as_f64().unwrap()).collect();
-        ps.sort_by(f64::total_cmp);
-        let py_s = (ps[ps.len() / 2], ps[0], ps[ps.len() - 1]);
-        rows.push(("PyTorch load/mean/save".to_string(), format!("{}", v["threads"]), py_s, copy2.0, stream2.0));
+        let ps: Vec<f64> = v["seconds"].as_array().unwrap().iter().map(|x| x.as_f64().unwrap()).collect();
+        let py_s = Spread::of(&ps);
+        rows.push(("PyTorch load/mean/save".to_string(), format!("{}", v["threads"]), py_s, copy2.median, stream2.median));
 
         println!();
         println!("{dtype:?} inputs");
         println!("{:<36} {:>7} {:>26} {:>7} {:>7} {:>7}", "", "threads", "seconds (min, max)", "GB/s", "x copy", "x read");
-        let line = |name: &str, th: &str, (m, lo, hi): (f64, f64, f64), copy: f64, stream: f64| println!("{name:<36} {th:>7} {:>26} {:>7.2} {:>7.2} {:>7.2}", format!("{m:.3} ({lo:.3}, {hi:.3})"), bytes / m / 1e9, m / copy, m / stream);
-        line("memory copy (bound)", "1", copy1, copy1.0, stream1.0);
-        line("memory copy (bound)", "2", copy2, copy2.0, stream2.0);
-        line("read k + write 1 (tighter bound)", "1", stream1, copy1.0, stream1.0);
-        line("read k + write 1 (tighter bound)", "2", stream2, copy2.0, stream2.0);
+        let line = |name: &str, th: &str, Spread { median: m, min: lo, max: hi, .. }: Spread, copy: f64, stream: f64| println!("{name:<36} {th:>7} {:>26} {:>7.2} {:>7.2} {:>7.2}", format!("{m:.3} ({lo:.3}, {hi:.3})"), bytes / m / 1e9, m / copy, m / stream);
+        line("memory copy (bound)", "1", copy1, copy1.median, stream1.median);
+        line("memory copy (bound)", "2", copy2, copy2.median, stream2.median);
+        line("read k + write 1 (tighter bound)", "1", stream1, copy1.median, stream1.median);
+        line("read k + write 1 (tighter bound)", "2", stream2, copy2.median, stream2.median);
         for (name, th, s, copy, stream) in &rows {
             line(name, th, *s, *copy, *stream);
         }
-        let f64_2 = rows[1].2 .0;
-        println!("f64 accumulate: time on 1 thread / on 2: {:.2}; PyTorch / ours on 2: {:.1}; 1- and 2-thread outputs identical: {}", rows[0].2 .0 / f64_2, py_s.0 / f64_2, if identical { "yes" } else { "NO" });
+        let f64_2 = rows[1].2.median;
+        println!("f64 accumulate: time on 1 thread / on 2: {:.2}; PyTorch / ours on 2: {:.1}; 1- and 2-thread outputs identical: {}", rows[0].2.median / f64_2, py_s.median / f64_2, if identical { "yes" } else { "NO" });
         ensure!(identical, "the 1- and 2-thread outputs differ");
-        let (m, lo, hi) = rows[1].2;
         headline.push(Row {
             bench: format!("average-k{k}-{mb}mb"),
             measure: format!("averaging {k} x {mb} MB {dtype:?}, f64 accumulate, 2 threads"),
             unit: "s".into(),
             higher_is_better: false,
-            ours: Spread { median: m, min: lo, max: hi, reps },
-            anchor: Some(Reference { name: "PyTorch load/mean/save".into(), median: py_s.0 }),
-            bound: Some(Reference { name: "memory copy, 2 threads".into(), median: copy2.0 }),
+            ours: rows[1].2,
+            anchor: Some(Reference { name: "PyTorch load/mean/save".into(), median: py_s.median }),
+            bound: Some(Reference { name: "memory copy, 2 threads".into(), median: copy2.median }),
             goal: Some(Goal::WithinBound(2.0)),
         });
     }

@@ -19,10 +19,10 @@ use lm::config::{Config, Precision};
 use lm::model::Gpt;
 use lm::optim::AdamW;
 use lm::tch::{nn::VarStore, Device, Kind};
+use lm::train::{tokenizer_for, TokenData};
 use output::bench::{Goal, Reference, Row, Spread};
 
 mod common;
-use lm::train::{tokenizer_for, TokenData};
 
 #[derive(Parser)]
 struct Args {

@@ -265,6 +265,91 @@ mod tests {
     }
 
     #[test]
+    fn an_interval_touching_the_threshold_is_inconclusive() {
+        for side in [Side::Above, Side::Below] {
+            assert_eq!(decide(0.2, 0.0, 0.4, side, 0.0, 0.1, 100).verdict, Verdict::Inconclusive);
+            assert_eq!(decide(-0.2, -0.4, 0.0, side, 0.0, 0.1, 100).verdict, Verdict::Inconclusive);
+        }
+    }
+
+    #[test]
+    fn a_claim_on_several_metrics_holds_only_if_each_holds() {
+        let d = |verdict| (Metric::Acc, Decided { estimate: 0.0, low: 0.0, high: 0.0, verdict, n_needed: None });
+        let (h, n, i) = (Verdict::Holds, Verdict::DoesNotHold, Verdict::Inconclusive);
+        assert_eq!(combine(&[d(h), d(h)]), h);
+        assert_eq!(combine(&[d(h), d(n)]), n);
+        assert_eq!(combine(&[d(h), d(i)]), i);
+        assert_eq!(combine(&[d(i), d(n)]), n);
+        assert_eq!(combine(&[]), i);
+    }
+
+    fn task(task: &str, window: &str, above_chance: bool) -> TaskMetrics {
+        TaskMetrics { task: task.into(), window: window.into(), metric: "acc".into(), examples: Some(500), above_chance: Some(above_chance), ..Default::default() }
+    }
+
+    /// Two tasks above chance with hand-picked final-stage and whole-run rows, one at chance and
+    /// an acc_norm row that must not be read: the pooled estimates of C1-C4 by hand.
+    fn hand_rows() -> Vec<TaskMetrics> {
+        let mut rows = vec![];
+        for (name, bc, null, flip_final, mtv_all, flip_all, optimism) in [("a", 0.03, 0.01, 0.04, 0.02, 0.10, 0.01), ("b", 0.05, 0.02, 0.06, 0.03, 0.20, 0.03)] {
+            rows.push(TaskMetrics { mtv_bias_corrected: Some(bc), null_mtv: Some(null), mtv_se: Some(0.002), mean_flip_rate: Some(flip_final), flip_rate_se: Some(0.003), ..task(name, "final", true) });
+            rows.push(TaskMetrics { mtv: mtv_all, mtv_se: Some(0.002), mean_flip_rate: Some(flip_all), selection_optimism: Some(optimism), selection_optimism_se: Some(0.004), ..task(name, "all", true) });
+        }
+        rows.push(TaskMetrics { mtv_bias_corrected: Some(0.9), null_mtv: Some(0.0), mtv_se: Some(0.002), ..task("c", "final", false) });
+        rows.push(TaskMetrics { metric: "acc_norm".into(), mtv_bias_corrected: Some(0.9), null_mtv: Some(0.0), mtv_se: Some(0.002), ..task("a", "final", true) });
+        rows
+    }
+
+    #[test]
+    fn pooled_claims_read_the_right_rows() {
+        let windows = Windows { k: 16, ensemble_small: 2, average_small: 4 };
+        let out = claims(&hand_rows(), &[], windows, None, (7e7, 1.2e10));
+        let est = |id: &str| out.iter().find(|c| c.id == id).unwrap().estimate;
+        assert!((est("C1") - (0.02 + 0.03) / 2.0).abs() < 1e-12, "{}", est("C1"));
+        assert!((est("C2") - (0.02 / 0.10 + 0.03 / 0.20) / 2.0).abs() < 1e-12, "{}", est("C2"));
+        assert!((est("C3") - (0.04 / 0.10 + 0.06 / 0.20) / 2.0).abs() < 1e-12, "{}", est("C3"));
+        assert!((est("C4") - 0.02).abs() < 1e-12, "{}", est("C4"));
+        assert_eq!(out[0].detail, "2 tasks above chance: a, b");
+        assert_eq!(out.len(), FAMILY);
+    }
+
+    fn pooled(metric: Metric, estimate: f64, se: f64) -> DifferenceRow {
+        let h = z(1.0 - (1.0 - FAMILY_LEVEL) / 2.0) * se;
+        DifferenceRow {
+            task: "pooled".into(), tasks: 2, metric: metric.name().into(), statistic: "flip_rate".into(), method: "average".into(), k: 16, baseline: "single".into(), baseline_k: 1,
+            estimate, se, ci_low: estimate - 2.0 * se, ci_high: estimate + 2.0 * se, ci_low_family: estimate - h, ci_high_family: estimate + h, examples: 1000,
+        }
+    }
+
+    #[test]
+    fn an_inconclusive_difference_states_the_examples_per_task_it_needs() {
+        let windows = Windows { k: 16, ensemble_small: 2, average_small: 4 };
+        let diffs = [pooled(Metric::Acc, -0.004, 0.003), pooled(Metric::AccNorm, -0.004, 0.003)];
+        let c9 = claims(&hand_rows(), &diffs, windows, None, (7e7, 1.2e10)).into_iter().find(|c| c.id == "C9").unwrap();
+        assert_eq!(c9.verdict, Verdict::Inconclusive);
+        // 1,000 examples over 2 tasks: the power calculation starts from 500 per task
+        assert_eq!(c9.n_needed, n_for_power(-0.004, 0.003, 500, 1.0 - FAMILY_LEVEL, 0.8));
+        assert!(c9.n_needed.is_some_and(|n| n > 500));
+        let decided = [pooled(Metric::Acc, -0.02, 0.003), pooled(Metric::AccNorm, -0.02, 0.003)];
+        let c9 = claims(&hand_rows(), &decided, windows, None, (7e7, 1.2e10)).into_iter().find(|c| c.id == "C9").unwrap();
+        assert_eq!((c9.verdict, c9.n_needed), (Verdict::Holds, None));
+    }
+
+    #[test]
+    fn the_size_claim_widens_the_slope_interval_to_the_family_level() {
+        let (slope, se) = (-0.2, 0.05);
+        let zl = z(0.975);
+        let s = Slope { slope, intercept: 0.0, se, ci_low: slope - zl * se, ci_high: slope + zl * se, level: 0.95, df: 30, points: 32, skipped: 0 };
+        let windows = Windows { k: 16, ensemble_small: 2, average_small: 4 };
+        let c16 = claims(&hand_rows(), &[], windows, Some(&s), (7e7, 1.2e10)).into_iter().find(|c| c.id == "C16").unwrap();
+        let zf = z(1.0 - (1.0 - FAMILY_LEVEL) / 2.0);
+        assert!((c16.ci_low - (slope - zf * se)).abs() < 1e-9 && (c16.ci_high - (slope + zf * se)).abs() < 1e-9, "{c16:?}");
+        // threshold ln 0.5 / ln(1.2e10 / 7e7) = -0.135: the interval [-0.34, -0.06] straddles it
+        assert_eq!(c16.verdict, Verdict::Inconclusive);
+        assert_eq!(c16.n_needed, None);
+    }
+
+    #[test]
     fn pooling_shrinks_the_interval_with_more_tasks() {
         let (e1, lo1, hi1, _) = pool(&[(0.1, 0.05)]).unwrap();
         let (e4, lo4, hi4, se4) = pool(&[(0.1, 0.05); 4]).unwrap();

@@ -112,7 +112,13 @@ mod tests {
         assert!((d - 0.4).abs() < 1e-12 && at == Some(5));
         assert_eq!(largest_drop(&[0.1, 0.2]), (0.0, None));
         let r = detrend(&[0., 1., 2., 3.], &[1., 3., 5., 7.]);
-        assert!(r.iter().all(|v| v.abs() < 1e-12));
+        assert!(r.len() == 4 && r.iter().all(|v| v.abs() < 1e-12));
+        // off the line: slope 1 / 5, fitted 0.2, 0.4, 0.6, 0.8
+        let r = detrend(&[0., 1., 2., 3.], &[0., 1., 0., 1.]);
+        for (got, want) in r.iter().zip([-0.2, 0.6, -0.6, 0.2]) {
+            assert!((got - want).abs() < 1e-12, "{r:?}");
+        }
+        assert_eq!(r.len(), 4);
         assert_eq!(final_window(27, 0.2, 3), 21..27);
         assert_eq!(final_window(4, 0.2, 3), 1..4);
         assert!((quantile(&[3., 1., 2., 4.], 0.5) - 2.5).abs() < 1e-12);

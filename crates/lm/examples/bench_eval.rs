@@ -22,6 +22,8 @@ use std::io::{BufRead, Write};
 use std::path::PathBuf;
 use std::time::Instant;
 use output::bench::{Goal, Reference, Row, Spread};
+use rand::{Rng as _, SeedableRng};
+use rand_chacha::ChaCha8Rng;
 
 mod common;
 
@@ -66,28 +68,22 @@ struct Args {
     bf16: bool,
 }
 
-/// xorshift64*: a seeded stream for the synthetic examples.
-struct Rng(u64);
+/// A seeded stream for the synthetic examples.
+struct Rng(ChaCha8Rng);
 impl Rng {
-    fn next(&mut self) -> u64 {
-        self.0 ^= self.0 >> 12;
-        self.0 ^= self.0 << 25;
-        self.0 ^= self.0 >> 27;
-        self.0.wrapping_mul(0x2545_f491_4f6c_dd1d)
-    }
     /// A length around `mean`, +-25%, at least 1.
     fn around(&mut self, mean: usize) -> usize {
         let spread = mean / 4;
-        (mean - spread + (self.next() % (2 * spread as u64 + 1)) as usize).max(1)
+        self.0.gen_range(mean - spread..=mean + spread).max(1)
     }
     fn tokens(&mut self, n: usize, vocab: i64) -> Vec<u32> {
-        (0..n).map(|_| (self.next() % vocab as u64) as u32).collect()
+        (0..n).map(|_| self.0.gen_range(0..vocab as u32)).collect()
     }
 }
 
 /// (name, groups): `n` examples of each shape (context tokens, options, option tokens).
 fn synthetic(n: usize, vocab: i64) -> Vec<(String, Vec<Vec<Request>>)> {
-    let mut rng = Rng(0x5eed_1234_abcd_ef01);
+    let mut rng = Rng(ChaCha8Rng::seed_from_u64(0x5eed_1234_abcd_ef01));
     [("hellaswag-like", 80, 4, 25), ("piqa-like", 25, 2, 25), ("sva-like", 8, 2, 1)]
         .into_iter()
         .map(|(name, ctx, options, cont)| {

@@ -6,7 +6,8 @@
 //! the heap settings is told apart from the rest. The contenders' repetitions are interleaved.
 //! Every figure is the
 //! median of `--reps` repetitions of `--steps` timed steps (min, max beside it); MFU is against
-//! the peak of the dtype the step computes in. Writes runs/bench/train.json and train.csv.
+//! the peak of the dtype the step computes in. Writes runs/bench/train.summary.json (the headline
+//! rows of `just bench`, every row and the peaks in its `details`).
 //!
 //! `just bench-train` (or `cargo run --release -p lm --example bench_train -- --config ...`).
 
@@ -221,24 +222,16 @@ fn main() -> Result<()> {
     let rows: Vec<(&str, &str, Timed)> = (0..names.len()).map(|c| (names[c], dtypes[c], Timed { rates: rates[c].clone(), split: splits[c] })).collect();
     println!("config {} ({} params, {:.1} MFLOP/token), {} reps x {} timed steps", cfg.name, cfg.n_params(), flops / 1e6, args.reps, args.steps);
     println!("{:<32} {:>9} {:>21} {:>7} {:>7} {:>7} {:>8}", "", "tokens/s", "(min, max)", "MFU", "fwd %", "bwd %", "optim %");
-    let mut csv = String::from("bench,row,dtype,median,min,max,unit,mfu,reps\n");
     let mut json_rows = Vec::new();
     for (name, dtype, t) in &rows {
         let Spread { median: med, min: lo, max: hi, .. } = Spread::of(&t.rates);
         let mfu = med * flops / (peak[dtype] * 1e9);
         println!("{name:<32} {med:>9.0} {:>21} {:>6.1}% {:>6.1}% {:>6.1}% {:>7.1}%", format!("({lo:.0}, {hi:.0})"), 100.0 * mfu, 100.0 * t.split.0, 100.0 * t.split.1, 100.0 * t.split.2);
-        csv.push_str(&format!("train,{name},{dtype},{med},{lo},{hi},tokens/s,{mfu},{}\n", t.rates.len()));
         json_rows.push(serde_json::json!({"row": name, "dtype": dtype, "tokens_per_s": t.rates, "median": med, "mfu": mfu, "split": [t.split.0, t.split.1, t.split.2]}));
     }
     let med = |i: usize| Spread::of(&rows[i].2.rates).median;
     println!("ratios (medians): lm fp32 / PyTorch fp32 {:.2}x; lm bf16 / PyTorch fp32 {:.2}x (goal >= 1.5x); lm bf16 / PyTorch bf16 autocast {:.2}x (goal >= 1.0x); lm bf16 / lm fp32 {:.2}x", med(0) / med(2), med(1) / med(2), med(1) / med(3), med(1) / med(0));
     println!("against PyTorch with lm's heap settings: lm fp32 / PyTorch fp32 {:.2}x; lm bf16 / PyTorch fp32 {:.2}x; lm bf16 / PyTorch bf16 autocast {:.2}x", med(0) / med(4), med(1) / med(4), med(1) / med(5));
-    for (what, v) in [("lm fp32 / PyTorch fp32", med(0) / med(2)), ("lm bf16 / PyTorch fp32", med(1) / med(2)), ("lm bf16 / PyTorch bf16 autocast", med(1) / med(3))] {
-        csv.push_str(&format!("train,{what},,{v},,,ratio,,\n"));
-    }
-    for (name, g) in &peak {
-        csv.push_str(&format!("train,matmul peak,{name},{g},,,GFLOP/s,,{}\n", args.reps));
-    }
 
     let report = serde_json::json!({
         "config": cfg.name, "config_hash": cfg.hash(), "git_commit": output::provenance::git_commit(),
@@ -260,9 +253,6 @@ fn main() -> Result<()> {
         }
     };
     let headline = [row(0, 2, None), row(1, 2, Some(1.5)), row(1, 3, Some(1.0)), row(0, 4, None), row(1, 4, None), row(1, 5, None)];
-    std::fs::create_dir_all("runs/bench")?;
-    output::bench::write_summary(Path::new("runs/bench"), "train", &headline, report.clone())?;
-    output::write_atomic(Path::new("runs/bench/train.json"), serde_json::to_string_pretty(&report)?.as_bytes())?;
-    output::write_atomic(Path::new("runs/bench/train.csv"), csv.as_bytes())?;
+    output::bench::write_summary(Path::new("runs/bench"), "train", &headline, report)?;
     Ok(())
 }

@@ -405,6 +405,8 @@ pub fn score_groups_with<G: AsRef<[Request]>>(model: &Gpt, groups: &[G], batch_t
 mod tests {
     use super::*;
     use crate::config::ModelConfig;
+    use rand::{Rng as _, SeedableRng};
+    use rand_chacha::ChaCha8Rng;
     use tch::nn;
 
     fn tiny() -> (nn::VarStore, Gpt) {
@@ -460,17 +462,11 @@ mod tests {
         assert!(score(&m, &[Request { context: vec![1], continuation: vec![] }], 64, Device::Cpu).is_err());
     }
 
-    /// A small deterministic generator (xorshift64*), so the tests need no extra crate.
-    struct Rng(u64);
+    /// The seeded stream the random groups are drawn from.
+    struct Rng(ChaCha8Rng);
     impl Rng {
-        fn next(&mut self) -> u64 {
-            self.0 ^= self.0 >> 12;
-            self.0 ^= self.0 << 25;
-            self.0 ^= self.0 >> 27;
-            self.0.wrapping_mul(0x2545_f491_4f6c_dd1d)
-        }
         fn below(&mut self, n: usize) -> usize {
-            (self.next() % n as u64) as usize
+            self.0.gen_range(0..n)
         }
         fn tokens(&mut self, n: usize) -> Vec<u32> {
             (0..n).map(|_| self.below(40) as u32).collect()
@@ -542,7 +538,7 @@ mod tests {
         let mut worst: f64 = 0.0;
         for seed in 0..3 {
             let (_vs, m) = model(seed, 16);
-            let mut rng = Rng(0x9e37_79b9_7f4a_7c15 ^ seed as u64);
+            let mut rng = Rng(ChaCha8Rng::seed_from_u64(seed as u64));
             let groups: Vec<Vec<Request>> = (0..40).map(|_| group(&mut rng, 16)).collect();
             let flat: Vec<Request> = groups.iter().flatten().cloned().collect();
             let reference = score(&m, &flat, 256, Device::Cpu).unwrap();

@@ -117,8 +117,10 @@ bench-stats n="1000" m="41" reps="5": build
 # mutants run the unit tests, tests/analysis.rs and tests/nulls_simulations.rs (tests/coverage.rs
 # takes minutes per mutant and is left out). Results land in target/mutants/<crate>-<shard>/
 # mutants.out; the counts go in crates/theory/README.md.
-# mutation testing of the math: `just mutants theory`, `just mutants analysis 0/20` (then 1/20...)
-mutants crate="theory" shard="0/1":
+# mutation testing of the math: `just mutants theory`, `just mutants analysis 0/20` (then 1/20...);
+# further arguments go to cargo-mutants (`just mutants analysis 0/20 --iterate` retests only what a
+# shard's last run did not catch, after new tests)
+mutants crate="theory" shard="0/1" *args:
     #!/usr/bin/env bash
     set -euo pipefail
     test -x .tools/bin/cargo-mutants || cargo install --locked cargo-mutants@27.1.0 --root .tools
@@ -135,7 +137,7 @@ mutants crate="theory" shard="0/1":
     mkdir -p target/mutants
     cd $tree && CARGO_TARGET_DIR=../mutants-target-{{crate}} $mutants mutants --in-place --shard $shard --sharding round-robin \
         --no-shuffle --profile mutants --package {{crate}} "${files[@]}" "${tests[@]}" \
-        --output ../mutants/{{crate}}-${shard/\//-of-} --timeout 400
+        --output ../mutants/{{crate}}-${shard/\//-of-} --timeout 400 {{args}}
 
 # every figure, table and the paper (the versioned figures/ and paper/) from the committed study
 # results (results/<run>/, analysed again under runs/results/) plus a fresh smoke run that checks

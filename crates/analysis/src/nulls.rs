@@ -629,6 +629,9 @@ mod tests {
         assert!(independent_binomial_bound(&[0.0], &[0.5], &[0.02], 10, 1).is_none());
         assert!(independent_binomial_bound(&[0.0, 1.0], &[0.5, 0.6], &[0.02, -0.1], 10, 1).is_none());
         assert!(independent_binomial_bound(&[0.0, 1.0], &[0.5, 0.6], &[0.02, 0.02], 0, 1).is_none());
+        // a score known exactly (standard error 0) is allowed: a straight line is all trend
+        let exact = independent_binomial_bound(&[0.0, 1.0, 2.0, 3.0], &[0.5, 0.6, 0.7, 0.8], &[0.0; 4], 10, 1).unwrap();
+        assert!((exact.ratio - 1.0).abs() < 1e-9, "{exact:?}");
         // a zig-zag far beyond its standard errors is significant
         let zig: Vec<f64> = (0..20).map(|t| 0.5 + if t % 2 == 0 { 0.05 } else { -0.05 }).collect();
         let steps: Vec<f64> = (0..20).map(f64::from).collect();

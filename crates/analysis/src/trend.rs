@@ -150,6 +150,8 @@ mod tests {
         let yb: Vec<f64> = xb.iter().map(|v| 10.0 * v.powf(-0.1)).collect();
         let p = pooled_loglog(&[(&xa, &ya), (&xb, &yb)], 0.95).unwrap();
         assert!((p.slope + 0.1).abs() < 1e-9, "{p:?}");
+        // the intercept is the mean of the groups' own: (ln 0.001 + ln 10) / 2
+        assert!((p.intercept - (0.001f64.ln() + 10f64.ln()) / 2.0).abs() < 1e-9, "{p:?}");
         let all_x: Vec<f64> = xa.iter().chain(&xb).copied().collect();
         let all_y: Vec<f64> = ya.iter().chain(&yb).copied().collect();
         let naive = loglog(&all_x, &all_y, 0.95).unwrap();

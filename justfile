@@ -118,8 +118,8 @@ bench-stats n="1000" m="41" reps="5": build
 # takes minutes per mutant and is left out). Results land in target/mutants/<crate>-<shard>/
 # mutants.out; the counts go in crates/theory/README.md.
 # mutation testing of the math: `just mutants theory`, `just mutants analysis 0/20` (then 1/20...);
-# further arguments go to cargo-mutants (`just mutants analysis 0/20 --iterate` retests only what a
-# shard's last run did not catch, after new tests)
+# further arguments go to cargo-mutants (`just mutants analysis 0/1 -F 'claims.rs:88:' -F ...`
+# retests chosen mutants, e.g. a shard's survivors after new tests; the shard is taken after -F)
 mutants crate="theory" shard="0/1" *args:
     #!/usr/bin/env bash
     set -euo pipefail

@@ -120,6 +120,7 @@ bench-stats n="1000" m="41" reps="5": build
 # mutation testing of the math: `just mutants theory`, `just mutants analysis 0/20` (then 1/20...);
 # further arguments go to cargo-mutants (`just mutants analysis 0/1 -F 'claims.rs:88:' -F ...`
 # retests chosen mutants, e.g. a shard's survivors after new tests; the shard is taken after -F)
+[positional-arguments]
 mutants crate="theory" shard="0/1" *args:
     #!/usr/bin/env bash
     set -euo pipefail
@@ -137,7 +138,7 @@ mutants crate="theory" shard="0/1" *args:
     mkdir -p target/mutants
     cd $tree && CARGO_TARGET_DIR=../mutants-target-{{crate}} $mutants mutants --in-place --shard $shard --sharding round-robin \
         --no-shuffle --profile mutants --package {{crate}} "${files[@]}" "${tests[@]}" \
-        --output ../mutants/{{crate}}-${shard/\//-of-} --timeout 400 {{args}}
+        --output ../mutants/{{crate}}-${shard/\//-of-} --timeout 400 "${@:3}"
 
 # every figure, table and the paper (the versioned figures/ and paper/) from the committed study
 # results (results/<run>/, analysed again under runs/results/) plus a fresh smoke run that checks

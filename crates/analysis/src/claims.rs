@@ -28,6 +28,11 @@ pub const FAMILY: usize = 16;
 /// Level of every claim's interval.
 pub const FAMILY_LEVEL: f64 = 1.0 - 0.05 / FAMILY as f64;
 
+/// The normal quantile of a two-sided interval at the family level.
+fn family_z() -> f64 {
+    z(1.0 - (1.0 - FAMILY_LEVEL) / 2.0)
+}
+
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "snake_case")]
 pub enum Verdict {
@@ -104,7 +109,7 @@ pub fn pool(values: &[(f64, f64)]) -> Option<(f64, f64, f64, f64)> {
     let t = values.len() as f64;
     let est = values.iter().map(|v| v.0).sum::<f64>() / t;
     let se = values.iter().map(|v| v.1 * v.1).sum::<f64>().sqrt() / t;
-    let h = z(1.0 - (1.0 - FAMILY_LEVEL) / 2.0) * se;
+    let h = family_z() * se;
     Some((est, est - h, est + h, se))
 }
 
@@ -235,7 +240,7 @@ pub fn claims(tm: &[TaskMetrics], diffs: &[DifferenceRow], windows: Windows, siz
         Some(s) => {
             let h = (s.ci_high - s.ci_low) / 2.0;
             let zl = z(1.0 - (1.0 - s.level) / 2.0);
-            let zf = z(1.0 - (1.0 - FAMILY_LEVEL) / 2.0);
+            let zf = family_z();
             let se = h / zl;
             decide(s.slope, s.slope - zf * se, s.slope + zf * se, Side::Above, threshold, se, s.points)
         }
@@ -283,6 +288,10 @@ mod tests {
         assert_eq!(combine(&[]), i);
     }
 
+    const WINDOWS: Windows = Windows { k: 16, ensemble_small: 2, average_small: 4 };
+    /// Pythia's 70M to 12B
+    const SIZES: (f64, f64) = (7e7, 1.2e10);
+
     fn task(task: &str, window: &str, above_chance: bool) -> TaskMetrics {
         TaskMetrics { task: task.into(), window: window.into(), metric: "acc".into(), examples: Some(500), above_chance: Some(above_chance), ..Default::default() }
     }
@@ -302,8 +311,7 @@ mod tests {
 
     #[test]
     fn pooled_claims_read_the_right_rows() {
-        let windows = Windows { k: 16, ensemble_small: 2, average_small: 4 };
-        let out = claims(&hand_rows(), &[], windows, None, (7e7, 1.2e10));
+        let out = claims(&hand_rows(), &[], WINDOWS, None, SIZES);
         let est = |id: &str| out.iter().find(|c| c.id == id).unwrap().estimate;
         assert!((est("C1") - (0.02 + 0.03) / 2.0).abs() < 1e-12, "{}", est("C1"));
         assert!((est("C2") - (0.02 / 0.10 + 0.03 / 0.20) / 2.0).abs() < 1e-12, "{}", est("C2"));
@@ -314,7 +322,7 @@ mod tests {
     }
 
     fn pooled(metric: Metric, estimate: f64, se: f64) -> DifferenceRow {
-        let h = z(1.0 - (1.0 - FAMILY_LEVEL) / 2.0) * se;
+        let h = family_z() * se;
         DifferenceRow {
             task: "pooled".into(), tasks: 2, metric: metric.name().into(), statistic: "flip_rate".into(), method: "average".into(), k: 16, baseline: "single".into(), baseline_k: 1,
             estimate, se, ci_low: estimate - 2.0 * se, ci_high: estimate + 2.0 * se, ci_low_family: estimate - h, ci_high_family: estimate + h, examples: 1000,
@@ -323,15 +331,14 @@ mod tests {
 
     #[test]
     fn an_inconclusive_difference_states_the_examples_per_task_it_needs() {
-        let windows = Windows { k: 16, ensemble_small: 2, average_small: 4 };
         let diffs = [pooled(Metric::Acc, -0.004, 0.003), pooled(Metric::AccNorm, -0.004, 0.003)];
-        let c9 = claims(&hand_rows(), &diffs, windows, None, (7e7, 1.2e10)).into_iter().find(|c| c.id == "C9").unwrap();
+        let c9 = claims(&hand_rows(), &diffs, WINDOWS, None, SIZES).into_iter().find(|c| c.id == "C9").unwrap();
         assert_eq!(c9.verdict, Verdict::Inconclusive);
         // 1,000 examples over 2 tasks: the power calculation starts from 500 per task
         assert_eq!(c9.n_needed, n_for_power(-0.004, 0.003, 500, 1.0 - FAMILY_LEVEL, 0.8));
         assert!(c9.n_needed.is_some_and(|n| n > 500));
         let decided = [pooled(Metric::Acc, -0.02, 0.003), pooled(Metric::AccNorm, -0.02, 0.003)];
-        let c9 = claims(&hand_rows(), &decided, windows, None, (7e7, 1.2e10)).into_iter().find(|c| c.id == "C9").unwrap();
+        let c9 = claims(&hand_rows(), &decided, WINDOWS, None, SIZES).into_iter().find(|c| c.id == "C9").unwrap();
         assert_eq!((c9.verdict, c9.n_needed), (Verdict::Holds, None));
     }
 
@@ -340,9 +347,8 @@ mod tests {
         let (slope, se) = (-0.2, 0.05);
         let zl = z(0.975);
         let s = Slope { slope, intercept: 0.0, se, ci_low: slope - zl * se, ci_high: slope + zl * se, level: 0.95, df: 30, points: 32, skipped: 0 };
-        let windows = Windows { k: 16, ensemble_small: 2, average_small: 4 };
-        let c16 = claims(&hand_rows(), &[], windows, Some(&s), (7e7, 1.2e10)).into_iter().find(|c| c.id == "C16").unwrap();
-        let zf = z(1.0 - (1.0 - FAMILY_LEVEL) / 2.0);
+        let c16 = claims(&hand_rows(), &[], WINDOWS, Some(&s), SIZES).into_iter().find(|c| c.id == "C16").unwrap();
+        let zf = family_z();
         assert!((c16.ci_low - (slope - zf * se)).abs() < 1e-9 && (c16.ci_high - (slope + zf * se)).abs() < 1e-9, "{c16:?}");
         // threshold ln 0.5 / ln(1.2e10 / 7e7) = -0.135: the interval [-0.34, -0.06] straddles it
         assert_eq!(c16.verdict, Verdict::Inconclusive);

@@ -7,7 +7,7 @@
 //! [`Run`]'s readers; every file read is recorded as an input of the output's provenance.
 
 use crate::{mean, read_csv, Run};
-use analysis::compare::StabilityRow;
+use analysis::compare::{DifferenceRow, StabilityRow};
 use analysis::TaskMetrics;
 use anyhow::{bail, Context, Result};
 use serde::Deserialize;
@@ -66,6 +66,8 @@ pub struct StudyRun {
     pub tasks: Vec<TaskMetrics>,
     /// the stability table's accuracy rows (single, smoothing, average, ensemble)
     pub stability: Vec<StabilityRow>,
+    /// `analysis compare`'s pooled paired differences of accuracy MTV between methods
+    pub mtv_differences: Vec<DifferenceRow>,
 }
 
 impl StudyRun {
@@ -90,6 +92,13 @@ impl StudyRun {
             .map(|t| self.stability.iter().find(|r| r.task == *t && r.method == method && r.k == k).map(|r| r.mtv))
             .collect();
         v.filter(|v| !v.is_empty()).map(|v| mean(&v))
+    }
+
+    /// The paired difference of final-stage accuracy MTV `method(k) - baseline(baseline_k)`,
+    /// pooled over the tasks above chance with its 95% interval (`analysis compare`'s stratified
+    /// bootstrap: one draw of examples shared by both methods); None if the run's table lacks it.
+    pub fn mtv_difference(&self, method: &str, k: usize, baseline: &str, baseline_k: usize) -> Option<&DifferenceRow> {
+        self.mtv_differences.iter().find(|d| d.method == method && d.k == k && d.baseline == baseline && d.baseline_k == baseline_k)
     }
 
     /// The axis label of the run: `<schedule>, <params>M`.
@@ -138,7 +147,8 @@ pub fn load_run(dir: &Path, prov: &Run) -> Result<StudyRun> {
     };
     let tm_path = dir.join("analysis/task_metrics.csv");
     let st_path = dir.join("analysis/stability.csv");
-    for p in [&tm_path, &st_path] {
+    let diff_path = dir.join("analysis/differences.csv");
+    for p in [&tm_path, &st_path, &diff_path] {
         if !p.is_file() {
             bail!("{}: missing; `just study {}` writes it", p.display(), cfg.name);
         }
@@ -149,6 +159,7 @@ pub fn load_run(dir: &Path, prov: &Run) -> Result<StudyRun> {
         bail!("{}: no final-stage accuracy rows", tm_path.display());
     }
     let stability = read_csv::<StabilityRow>(&st_path)?.into_iter().filter(|r| r.metric == "acc").collect();
+    let mtv_differences = read_csv::<DifferenceRow>(&diff_path)?.into_iter().filter(|d| d.task == "pooled" && d.metric == "acc" && d.statistic == "mtv").collect();
     Ok(StudyRun {
         name: dir.file_name().and_then(|n| n.to_str()).unwrap_or("?").to_string(),
         dir: dir.to_path_buf(),
@@ -160,6 +171,7 @@ pub fn load_run(dir: &Path, prov: &Run) -> Result<StudyRun> {
         final_val_loss,
         tasks,
         stability,
+        mtv_differences,
     })
 }
 
@@ -289,6 +301,14 @@ mod tests {
         )
         .unwrap();
         std::fs::write(dir.join("train_log.csv"), "step,tokens,lr,train_loss,grad_norm,val_loss,val_loss_full\n0,0,0.1,5,1,5.5,5.4\n10,320,0.1,4,1,4.5,\n").unwrap();
+        std::fs::write(
+            dir.join("analysis/differences.csv"),
+            "task,tasks,metric,statistic,method,k,baseline,baseline_k,estimate,se,ci_low,ci_high,ci_low_family,ci_high_family,examples\n\
+             pooled,1,acc,mtv,average,16,single,1,-0.01,0.002,-0.014,-0.006,-0.016,-0.004,10\n\
+             a,1,acc,mtv,average,16,smoothing,16,0.5,0.1,0.3,0.7,0.2,0.8,10\n\
+             pooled,1,acc,flip_rate,average,16,smoothing,16,0.5,0.1,0.3,0.7,0.2,0.8,10\n",
+        )
+        .unwrap();
         let mut tm = csv::Writer::from_path(dir.join("analysis/task_metrics.csv")).unwrap();
         let mut st = csv::Writer::from_path(dir.join("analysis/stability.csv")).unwrap();
         for (task, fin, above) in finals {
@@ -322,6 +342,10 @@ mod tests {
         // a task the stability table leaves out (a cloze task) is skipped, not a hole in the pool
         assert_eq!(runs[0].pooled_mtv(&["a", "cloze"], "average", 16), Some(0.01));
         assert_eq!(runs[0].pooled_mtv(&["cloze"], "average", 16), None);
+        // the pooled MTV differences only: per-task rows and other statistics are left out
+        let d = runs[0].mtv_difference("average", 16, "single", 1).unwrap();
+        assert_eq!((d.estimate, d.ci_low, d.ci_high), (-0.01, -0.014, -0.006));
+        assert!(runs[0].mtv_difference("average", 16, "smoothing", 16).is_none());
         let groups = seed_groups(&runs);
         assert_eq!(groups.iter().map(|g| g.len()).collect::<Vec<_>>(), [3, 1, 1]);
         assert_eq!(yardstick(&groups).len(), 3);
@@ -332,7 +356,7 @@ mod tests {
         assert!(a.above_chance && !spread.iter().find(|s| s.task == "b").unwrap().above_chance);
         assert_eq!(seed_spread(&groups[1])[0].between_seed_sd, None);
         // every file read is an input of the provenance
-        assert_eq!(prov.inputs().len(), 5 * 4);
+        assert_eq!(prov.inputs().len(), 5 * 5);
     }
 
     #[test]

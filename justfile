@@ -36,6 +36,10 @@ setup-interop: setup
     fi
     @.venv/bin/python -c 'import torch, sys; sys.exit(torch.__version__.split("+")[0] != "{{torch}}")' || { echo "error: installing lm-eval changed torch; tch needs torch=={{torch}}" >&2; exit 1; }
 
+# add the PDF renderer of the paper (paper/pdf.py) to .venv, pinned
+setup-pdf: setup
+    @.venv/bin/python -c 'import markdown_pdf' 2>/dev/null || .venv/bin/pip install --quiet --no-cache-dir --disable-pip-version-check markdown-pdf==1.13.3 pymupdf==2.0
+
 # build every crate (release)
 build: setup
     cargo build --release --workspace --all-targets
@@ -58,9 +62,10 @@ eval run="smoke" *args="": data
 # tests/ (fault injection at CI size, bad inputs, data-loss scenarios) against the built binaries.
 # Property tests draw their cases from a fixed seed here, so a test run (CI's included) gives the
 # same verdict every time; `just test-explore` draws fresh cases.
-test: setup
+test: setup-pdf
     cargo build --release --workspace --bins
     PROPTEST_RNG_SEED=${PROPTEST_RNG_SEED:-2510048} cargo test --release --workspace
+    .venv/bin/python paper/test_pdf.py
 
 # the property tests (every crate's unit tests and the three property suites) with fresh random
 # cases, `cases` each; a failure is saved under the crate's proptest-regressions/ and replayed
@@ -258,9 +263,8 @@ _figures size *names:
     names=({{names}}); [ ${#names[@]} -gt 0 ] || names=($(ls experiments/src/bin | sed 's/[.]rs$//' | grep -v '^paper$'))
     for b in "${names[@]}"; do target/release/$b "${args[@]}"; done
 
-_paper size:
+_paper size: setup-pdf
     target/release/paper --figures {{ if size == "study" { "figures" } else { "runs/" + size + "/figures" } }} --out {{ if size == "study" { "paper/paper.md" } else { "runs/" + size + "/paper.md" } }}
-    @.venv/bin/python -c 'import markdown_pdf' 2>/dev/null || .venv/bin/pip install --quiet --no-cache-dir --disable-pip-version-check markdown-pdf==1.13.3 pymupdf==2.0
     timeout 600 .venv/bin/python paper/pdf.py {{ if size == "study" { "paper/paper.md paper/paper.pdf" } else { "runs/" + size + "/paper.md runs/" + size + "/paper.pdf" } }}
 
 # execute the exploration notebooks against a run (installs Jupyter's runner into .venv):

@@ -7,6 +7,7 @@ so the same Markdown and figures give the same bytes; an unchanged PDF is not re
 `paper/test_pdf.py` (run by `just test`) checks the layout's workarounds below.
 """
 import hashlib, os, re, sys, tempfile
+from collections import Counter
 from pathlib import Path
 
 import pymupdf
@@ -28,18 +29,20 @@ def layout(text, root, shrink):
     points and its page loop checked. MuPDF's Story (PyMuPDF 2.0, MuPDF 1.28) never ends when an
     element fits no page (a 2250x720 figure at width 100%: hence 96%), and restarts from the top
     when a table ends on a page's bottom edge (the smoke paper's claims table, at one position
-    in 0.5 pt). Returns the MarkdownPdf, or None when the layout repeated a heading (it
-    restarted) or passed 300 pages."""
+    in 0.5 pt). Returns the MarkdownPdf, or None when the layout placed a heading more often
+    than the Markdown has it (it went back) or passed 300 pages."""
     pdf = MarkdownPdf(toc_level=2)
     section = Section(text, root=str(root), paper_size="A4-L")
     story = pymupdf.Story(html=pdf.m_d.render(pdf.apply_plugins(section.text)), archive=section.root, user_css=CSS)
-    seen, repeated = set(), []
+    # a heading placed more often than the Markdown has it means the layout went back
+    expected = Counter(m.strip() for m in re.findall(r"^#+ (.*)$", text, flags=re.M))
+    seen, repeated = Counter(), []
 
     def record(pos):
         if pos.heading and pos.open_close & 1 and pos.text:
-            if pos.text in seen:
+            seen[pos.text] += 1
+            if seen[pos.text] > expected.get(pos.text.strip(), 1):
                 repeated.append(pos.text)
-            seen.add(pos.text)
         pdf._recorder(pos)
 
     left, top, right, bottom = section.borders

@@ -1,7 +1,8 @@
 //! The study grid's committed results (`results/<run>/`, written by `just study`): which runs
 //! exist, which axis each one varies (seed, model size, learning-rate schedule), and the numbers
 //! the study's table and figure put side by side: each task's final accuracy against chance,
-//! the checkpoint-to-checkpoint spread within a run, and the seed-to-seed spread between runs.
+//! the checkpoint-to-checkpoint spread within a run, the seed-to-seed spread between runs, and
+//! each task's signal-to-noise ratio across model sizes.
 //!
 //! A results folder is laid out as a run folder (`analysis pack`), so its tables are read with
 //! [`Run`]'s readers; every file read is recorded as an input of the output's provenance.
@@ -268,6 +269,34 @@ pub fn seed_spread(group: &[&StudyRun]) -> Vec<SeedSpread> {
         .collect()
 }
 
+/// The runs the size axis compares: cosine runs of one seed pair (the pair found at the most
+/// model sizes, the lowest on a tie), one run per parameter count, smallest first. Runs that
+/// differ only in size, so a difference between them is the size's.
+pub fn size_population(runs: &[StudyRun]) -> Vec<&StudyRun> {
+    let mut pairs: Vec<(u64, u64)> = runs.iter().filter(|r| r.schedule == "cosine").map(|r| (r.init_seed, r.data_seed)).collect();
+    pairs.sort();
+    pairs.dedup();
+    let sizes_of = |pair: (u64, u64)| -> Vec<&StudyRun> {
+        let mut v: Vec<&StudyRun> = runs.iter().filter(|r| r.schedule == "cosine" && (r.init_seed, r.data_seed) == pair).collect();
+        v.sort_by_key(|r| r.params);
+        v.dedup_by_key(|r| r.params);
+        v
+    };
+    // max_by_key keeps the last maximum: scan the pairs from the highest so the lowest wins a tie
+    pairs.iter().rev().map(|&p| sizes_of(p)).max_by_key(|v| v.len()).unwrap_or_default()
+}
+
+/// Heineman et al.'s signal-to-noise ratio of a task across model sizes (`analysis::snr`):
+/// signal the relative dispersion of the sizes' final scores, noise the mean over the sizes of
+/// the relative sd of a run's scores over its final stage. None with fewer than 2 sizes, where a
+/// size lacks the task, or where a mean is 0.
+pub fn size_snr(population: &[&StudyRun], task: &str) -> Option<analysis::snr::Snr> {
+    let ms: Vec<&TaskMetrics> = population.iter().map(|r| r.task(task)).collect::<Option<_>>()?;
+    let signal = analysis::snr::relative_dispersion(&ms.iter().map(|m| m.final_score).collect::<Vec<_>>())?;
+    let noise = mean(&ms.iter().map(|m| m.relative_std).collect::<Option<Vec<f64>>>()?);
+    (noise > 0.0).then(|| analysis::snr::Snr { signal, noise, snr: signal / noise })
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -355,6 +384,15 @@ mod tests {
         assert!((a.within_run_sd - 0.1 * 0.62).abs() < 1e-12);
         assert!(a.above_chance && !spread.iter().find(|s| s.task == "b").unwrap().above_chance);
         assert_eq!(seed_spread(&groups[1])[0].between_seed_sd, None);
+        // the size axis: the cosine runs of seed pair (1, 2), smallest first; wsd-s1 shares the
+        // seeds but not the schedule, cosine-s2/-s3 the schedule but not the seeds
+        let pop = size_population(&runs);
+        assert_eq!(pop.iter().map(|r| r.name.as_str()).collect::<Vec<_>>(), ["cosine-s1", "size-s1"]);
+        // signal |0.66 - 0.60| / 0.63, noise the mean relative sd 0.1, so SNR 0.952
+        let a = size_snr(&pop, "a").unwrap();
+        assert!((a.signal - 0.06 / 0.63).abs() < 1e-12 && (a.noise - 0.1).abs() < 1e-12 && (a.snr - 0.06 / 0.63 / 0.1).abs() < 1e-12, "{a:?}");
+        assert_eq!(size_snr(&pop[..1], "a"), None);
+        assert_eq!(size_snr(&pop, "missing"), None);
         // every file read is an input of the provenance
         assert_eq!(prov.inputs().len(), 5 * 5);
     }

@@ -286,6 +286,27 @@ pub fn size_population(runs: &[StudyRun]) -> Vec<&StudyRun> {
     pairs.iter().rev().map(|&p| sizes_of(p)).max_by_key(|v| v.len()).unwrap_or_default()
 }
 
+/// A task's final score at the largest model size minus at the smallest, over the cosine runs of
+/// every seed (the mean over each size's seeds), with its 95% t interval from the pooled
+/// between-seed variance (df = runs - 2): the size's effect judged against seed noise, where
+/// [`size_snr`]'s noise is checkpoint noise only. Returns (difference, low, high, runs at the
+/// largest size, runs at the smallest); None below two sizes, without 3 runs in all, or where a
+/// run lacks the task.
+pub fn size_difference(runs: &[StudyRun], task: &str) -> Option<(f64, f64, f64, usize, usize)> {
+    use statrs::distribution::{ContinuousCDF, StudentsT};
+    let cosine: Vec<&StudyRun> = runs.iter().filter(|r| r.schedule == "cosine").collect();
+    let (small, large) = (cosine.iter().map(|r| r.params).min()?, cosine.iter().map(|r| r.params).max()?);
+    let finals = |params: u64| -> Option<Vec<f64>> { cosine.iter().filter(|r| r.params == params).map(|r| r.task(task).map(|m| m.final_score)).collect() };
+    let (a, b) = (finals(large)?, finals(small)?);
+    let df = (a.len() + b.len()).checked_sub(2).filter(|&df| df > 0 && small != large)?;
+    let ss = |x: &[f64]| x.iter().map(|v| (v - mean(x)).powi(2)).sum::<f64>();
+    let pooled_sd = ((ss(&a) + ss(&b)) / df as f64).sqrt();
+    let se = pooled_sd * (1.0 / a.len() as f64 + 1.0 / b.len() as f64).sqrt();
+    let half = StudentsT::new(0.0, 1.0, df as f64).ok()?.inverse_cdf(0.975) * se;
+    let d = mean(&a) - mean(&b);
+    Some((d, d - half, d + half, a.len(), b.len()))
+}
+
 /// Heineman et al.'s signal-to-noise ratio of a task across model sizes (`analysis::snr`):
 /// signal the relative dispersion of the sizes' final scores, noise the mean over the sizes of
 /// the relative sd of a run's scores over its final stage. None with fewer than 2 sizes, where a
@@ -392,6 +413,16 @@ mod tests {
         let a = size_snr(&pop, "a").unwrap();
         assert!((a.signal - 0.06 / 0.63).abs() < 1e-12 && (a.noise - 0.1).abs() < 1e-12 && (a.snr - 0.06 / 0.63 / 0.1).abs() < 1e-12, "{a:?}");
         assert_eq!(size_snr(&pop[..1], "a"), None);
+        // size difference: 6.8M-like d_model 32 (size-s1 alone, 0.66) minus d_model 16 (cosine-s1,
+        // -s2, -s3: 0.60, 0.62, 0.64), pooled sd over df = 2 from the small size alone (0.02),
+        // se = 0.02 * sqrt(1 + 1/3), t(2, 0.975) = 4.303
+        let (d, lo, hi, n_large, n_small) = size_difference(&runs, "a").unwrap();
+        let half = 4.302653 * 0.02 * (1.0f64 + 1.0 / 3.0).sqrt();
+        assert!((d - 0.04).abs() < 1e-12 && (lo - (0.04 - half)).abs() < 1e-5 && (hi - (0.04 + half)).abs() < 1e-5, "{d} {lo} {hi}");
+        assert_eq!((n_large, n_small), (1, 3));
+        assert_eq!(size_difference(&runs, "missing"), None);
+        // one size only: no difference
+        assert_eq!(size_difference(&runs[..3], "a"), None);
         assert_eq!(size_snr(&pop, "missing"), None);
         // every file read is an input of the provenance
         assert_eq!(prov.inputs().len(), 5 * 5);

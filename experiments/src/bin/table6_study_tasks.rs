@@ -8,7 +8,7 @@
 
 use anyhow::Result;
 use clap::Parser;
-use experiments::study::{load_results, seed_groups, seed_spread, size_population, size_snr, yardstick};
+use experiments::study::{load_results, seed_groups, seed_spread, size_difference, size_population, size_snr, yardstick};
 use experiments::{csv_text, markdown_table, task_names, Args, Output, Run};
 
 fn main() -> Result<()> {
@@ -22,7 +22,7 @@ fn main() -> Result<()> {
     let tasks = task_names(runs.iter().flat_map(|r| r.tasks.iter().map(|m| m.task.as_str())));
     let mut header: Vec<String> = vec!["task".into(), "n".into(), "chance".into()];
     header.extend(runs.iter().map(|r| r.name.clone()));
-    header.extend(["seeds".into(), "between-seed sd [95%]".into(), "within-run sd".into(), "within-run MTV".into(), "SNR across sizes (signal / noise)".into()]);
+    header.extend(["seeds".into(), "between-seed sd [95%]".into(), "within-run sd".into(), "within-run MTV".into(), "SNR across sizes (signal / noise)".into(), "size difference, largest - smallest [95%]".into()]);
     let mut rows = vec![];
     for t in &tasks {
         let any = runs.iter().find_map(|r| r.task(t)).unwrap();
@@ -55,13 +55,18 @@ fn main() -> Result<()> {
             None => row.extend(["-".into(), "-".into(), "-".into(), "-".into()]),
         }
         row.push(size_snr(&sizes, t).map_or("-".into(), |s| format!("{:.2} ({:.3} / {:.3})", s.snr, s.signal, s.noise)));
+        row.push(match size_difference(&runs, t) {
+            Some((d, lo, hi, ..)) if lo == hi => format!("{d:+.3} (equal seeds)"),
+            Some((d, lo, hi, ..)) => format!("{d:+.3} [{lo:+.3}, {hi:+.3}]"),
+            None => "-".into(),
+        });
         rows.push(row);
     }
     let header: Vec<&str> = header.iter().map(String::as_str).collect();
     let mut md = markdown_table(&header, &rows);
     let chance: Vec<String> = tasks.iter().filter(|t| runs.iter().all(|r| r.task(t).is_none_or(|m| m.above_chance != Some(true)))).cloned().collect();
     md += &format!(
-        "\nFinal accuracy of the last checkpoint with its 95% bootstrap interval over examples; \"(chance)\": the interval contains chance (uniform guessing), so the task is listed but kept out of pooled means. At chance in every run: {}. Seeds: the {} runs {} differ only by init and data seeds; between-seed sd is the sample sd of their final scores (95% chi-square interval, {} values), within-run sd the sd of one run's scores over its final stage and MTV the mean |change| between consecutive checkpoints there (means over the seeds). SNR across sizes (Heineman et al. 2025): over the runs {} (cosine, the same seeds: {} size{}), signal the relative dispersion of their final scores (max - min over the mean), noise the mean relative sd of a run's scores over its final stage; \"-\" below two sizes. With {} sizes the signal is one difference, without an interval: a reading, not a test.\n",
+        "\nFinal accuracy of the last checkpoint with its 95% bootstrap interval over examples; \"(chance)\": the interval contains chance (uniform guessing), so the task is listed but kept out of pooled means. At chance in every run: {}. Seeds: the {} runs {} differ only by init and data seeds; between-seed sd is the sample sd of their final scores (95% chi-square interval, {} values), within-run sd the sd of one run's scores over its final stage and MTV the mean |change| between consecutive checkpoints there (means over the seeds). SNR across sizes (Heineman et al. 2025): over the runs {} (cosine, the same seeds: {} size{}), signal the relative dispersion of their final scores (max - min over the mean), noise the mean relative sd of a run's scores over its final stage; \"-\" below two sizes. With {} sizes the signal is one difference, without an interval, and its noise is checkpoint noise only: a reading, not a test. Size difference: the mean final score over the seeds of the largest cosine size minus the smallest{}, with a 95% t interval from the pooled between-seed variance: the test of a size effect against seed noise.\n",
         if chance.is_empty() { "none".to_string() } else { chance.join(", ") },
         seeds.len(),
         seeds.iter().map(|r| r.name.as_str()).collect::<Vec<_>>().join(", "),
@@ -69,7 +74,8 @@ fn main() -> Result<()> {
         sizes.iter().map(|r| format!("{} ({:.1}M)", r.name, r.params as f64 / 1e6)).collect::<Vec<_>>().join(", "),
         sizes.len(),
         if sizes.len() == 1 { "" } else { "s" },
-        sizes.len()
+        sizes.len(),
+        size_difference(&runs, &tasks[0]).map_or(" (\"-\": one size, or fewer than 3 runs)".to_string(), |(_, _, _, a, b)| format!(" ({a} against {b} runs, df {})", a + b - 2))
     );
     Output::new(&args.out, "table6_study_tasks")?.table(&md, &csv_text(&header, &rows)?, &prov)
 }

@@ -299,7 +299,10 @@ pub fn size_difference(runs: &[StudyRun], task: &str) -> Option<(f64, f64, f64, 
     let finals = |params: u64| -> Option<Vec<f64>> { cosine.iter().filter(|r| r.params == params).map(|r| r.task(task).map(|m| m.final_score)).collect() };
     let (a, b) = (finals(large)?, finals(small)?);
     let df = (a.len() + b.len()).checked_sub(2).filter(|&df| df > 0 && small != large)?;
-    let ss = |x: &[f64]| x.iter().map(|v| (v - mean(x)).powi(2)).sum::<f64>();
+    let ss = |x: &[f64]| {
+        let m = mean(x);
+        x.iter().map(|v| (v - m).powi(2)).sum::<f64>()
+    };
     let pooled_sd = ((ss(&a) + ss(&b)) / df as f64).sqrt();
     let se = pooled_sd * (1.0 / a.len() as f64 + 1.0 / b.len() as f64).sqrt();
     let half = StudentsT::new(0.0, 1.0, df as f64).ok()?.inverse_cdf(0.975) * se;

@@ -13,11 +13,46 @@ fn a_second_writer_of_any_command_is_refused() {
     ok(m.eval(&run), "eval");
     ok(run_cmd_sweep(&r("checkpoints")), "sweep");
     let cases: Vec<(&str, Vec<String>, String)> = vec![
-        ("lm", vec!["train".into(), "--quiet".into(), "--config".into(), m.s("micro.toml"), "--out".into(), r("")], r("")),
-        ("lm", vec!["eval".into(), "--quiet".into(), "--checkpoints".into(), r("checkpoints"), "--config".into(), m.s("eval.toml")], r("eval")),
-        ("integrate", vec!["sweep".into(), "--checkpoints".into(), r("checkpoints"), "--windows".into(), "2".into()], r("averaged")),
-        ("integrate", vec!["ensemble".into(), "--eval".into(), r("eval"), "--windows".into(), "1,2".into()], r("ensembled")),
-        ("integrate", vec!["average".into(), "--window".into(), "2".into(), r("checkpoints/step_000005.safetensors"), r("checkpoints/step_000010.safetensors"), "-o".into(), m.s("avg")], m.s("avg")),
+        (
+            "lm",
+            vec!["train".into(), "--quiet".into(), "--config".into(), m.s("micro.toml"), "--out".into(), r("")],
+            r(""),
+        ),
+        (
+            "lm",
+            vec![
+                "eval".into(),
+                "--quiet".into(),
+                "--checkpoints".into(),
+                r("checkpoints"),
+                "--config".into(),
+                m.s("eval.toml"),
+            ],
+            r("eval"),
+        ),
+        (
+            "integrate",
+            vec!["sweep".into(), "--checkpoints".into(), r("checkpoints"), "--windows".into(), "2".into()],
+            r("averaged"),
+        ),
+        (
+            "integrate",
+            vec!["ensemble".into(), "--eval".into(), r("eval"), "--windows".into(), "1,2".into()],
+            r("ensembled"),
+        ),
+        (
+            "integrate",
+            vec![
+                "average".into(),
+                "--window".into(),
+                "2".into(),
+                r("checkpoints/step_000005.safetensors"),
+                r("checkpoints/step_000010.safetensors"),
+                "-o".into(),
+                m.s("avg"),
+            ],
+            m.s("avg"),
+        ),
         ("analysis", vec!["report".into(), r(""), "--bootstrap".into(), "10".into()], r("analysis")),
     ];
     for (b, args, folder) in &cases {
@@ -44,7 +79,8 @@ fn two_trainings_of_one_run_the_second_is_refused_and_the_first_is_intact() {
     let (a, reference) = (m.path("a"), m.path("b"));
     ok(m.train("micro", &reference), "reference run");
     let a_str = a.display().to_string();
-    let mut first = spawn_holding("lm", &["train", "--quiet", "--config", &m.s("micro.toml"), "--out", &a_str], &a.join(".lock"));
+    let mut first =
+        spawn_holding("lm", &["train", "--quiet", "--config", &m.s("micro.toml"), "--out", &a_str], &a.join(".lock"));
     let second = m.train("micro", &a);
     let busy = first.try_wait().unwrap().is_none();
     assert!(busy, "the first training finished before the second started: make the run longer");

@@ -7,7 +7,22 @@ use common::*;
 fn trained(steps: u64, stop_after: &str) -> (Micro, std::path::PathBuf) {
     let m = Micro::new(steps);
     let run = m.path("run");
-    ok(exec("lm", &["train", "--quiet", "--config", &m.s("micro.toml"), "--out", &run.display().to_string(), "--stop-after", stop_after]), "train");
+    ok(
+        exec(
+            "lm",
+            &[
+                "train",
+                "--quiet",
+                "--config",
+                &m.s("micro.toml"),
+                "--out",
+                &run.display().to_string(),
+                "--stop-after",
+                stop_after,
+            ],
+        ),
+        "train",
+    );
     (m, run)
 }
 
@@ -27,7 +42,14 @@ fn d1_a_run_whose_checkpoints_cannot_resume_is_refused_not_restarted() {
     refused(&out, "step_000005.optim.safetensors", "lm train over unresumable checkpoints");
     same_tree(&tree(&run), &before, "the run after the refusal");
     // --restart moves it aside, it does not delete it
-    ok(exec_env("lm", &["train", "--quiet", "--restart", "--config", &m.s("micro.toml"), "--out", &run.display().to_string()], &[]), "--restart");
+    ok(
+        exec_env(
+            "lm",
+            &["train", "--quiet", "--restart", "--config", &m.s("micro.toml"), "--out", &run.display().to_string()],
+            &[],
+        ),
+        "--restart",
+    );
     same_tree(&tree(&m.path("run.old-1")), &before, "the run moved aside");
     assert!(run.join("checkpoints/step_000020.json").is_file());
 }
@@ -37,9 +59,13 @@ fn d1_a_run_whose_checkpoints_cannot_resume_is_refused_not_restarted() {
 fn d2_average_into_an_input_is_refused_and_the_run_still_evaluates() {
     let (m, run) = trained(10, "10");
     let ck = run.join("checkpoints");
-    let (a, b) = (ck.join("step_000005.safetensors").display().to_string(), ck.join("step_000010.safetensors").display().to_string());
+    let (a, b) = (
+        ck.join("step_000005.safetensors").display().to_string(),
+        ck.join("step_000010.safetensors").display().to_string(),
+    );
     let before = tree(&run);
-    for target in [b.clone(), ck.display().to_string(), ck.join("avg").display().to_string(), run.display().to_string()] {
+    for target in [b.clone(), ck.display().to_string(), ck.join("avg").display().to_string(), run.display().to_string()]
+    {
         let o = exec("integrate", &["average", "--window", "2", &a, &b, "-o", &target]);
         refused(&o, "may not be an input", &format!("-o {target}"));
         same_tree(&tree(&run), &before, &format!("the run after -o {target}"));
@@ -53,7 +79,18 @@ fn d3_a_failed_write_leaves_the_old_outputs_and_no_temp_files() {
     let (m, run) = trained(10, "10");
     ok(m.eval(&run), "eval");
     let before = tree(&run.join("eval"));
-    let o = exec_env("lm", &["eval", "--quiet", "--checkpoints", &run.join("checkpoints").display().to_string(), "--config", &m.s("eval.toml")], &[("FLUCT_FAIL_AFTER_BYTES", "2000")]);
+    let o = exec_env(
+        "lm",
+        &[
+            "eval",
+            "--quiet",
+            "--checkpoints",
+            &run.join("checkpoints").display().to_string(),
+            "--config",
+            &m.s("eval.toml"),
+        ],
+        &[("FLUCT_FAIL_AFTER_BYTES", "2000")],
+    );
     refused(&o, "no space left on device", "eval on a full disk");
     same_tree(&tree(&run.join("eval")), &before, "eval outputs after the failure");
     assert!(leftovers(m.dir.path()).is_empty(), "{:?}", leftovers(m.dir.path()));
@@ -66,14 +103,20 @@ fn d4_two_evaluations_of_one_folder_the_second_is_refused() {
     let reference = m.path("reference");
     copy_dir(&run, &reference);
     let ckpts = run.join("checkpoints").display().to_string();
-    let mut first = spawn_holding("lm", &["eval", "--quiet", "--checkpoints", &ckpts, "--config", &m.s("eval.toml")], &run.join("eval/.lock"));
+    let mut first = spawn_holding(
+        "lm",
+        &["eval", "--quiet", "--checkpoints", &ckpts, "--config", &m.s("eval.toml")],
+        &run.join("eval/.lock"),
+    );
     let second = exec_env("lm", &["eval", "--quiet", "--checkpoints", &ckpts, "--config", &m.s("eval.toml")], &[]);
     assert!(first.try_wait().unwrap().is_none(), "the first eval finished before the second started: make it longer");
     refused(&second, "another writer holds this folder", "second lm eval");
     assert!(first.wait().unwrap().success());
     ok(m.eval(&reference), "eval of an undisturbed copy");
     let (a, b) = (tree(&run.join("eval")), tree(&reference.join("eval")));
-    let strip = |t: std::collections::BTreeMap<String, Vec<u8>>| t.into_iter().filter(|(k, _)| k != "provenance.json").collect();
+    let strip = |t: std::collections::BTreeMap<String, Vec<u8>>| {
+        t.into_iter().filter(|(k, _)| k != "provenance.json").collect()
+    };
     same_tree(&strip(a), &strip(b), "eval outputs against an undisturbed eval");
 }
 
@@ -89,16 +132,24 @@ fn d5_average_of_hf_folders_validates_first_and_writes_a_whole_folder() {
         std::fs::write(d.join("config.json"), format!("{{\"step\": {step}}}")).unwrap();
     }
     let out = m.path("avg");
-    ok(exec("integrate", &["average", "--window", "2", &m.s("hf1"), &m.s("hf2"), "-o", &out.display().to_string()]), "average of HF folders");
-    let rec: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(out.join("integration.json")).unwrap()).unwrap();
-    assert_eq!(rec["recipe"]["inputs"][1]["files"][0]["sha256"], output::sha256_file(&m.path("hf2/model.safetensors")).unwrap());
+    ok(
+        exec("integrate", &["average", "--window", "2", &m.s("hf1"), &m.s("hf2"), "-o", &out.display().to_string()]),
+        "average of HF folders",
+    );
+    let rec: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(out.join("integration.json")).unwrap()).unwrap();
+    assert_eq!(
+        rec["recipe"]["inputs"][1]["files"][0]["sha256"],
+        output::sha256_file(&m.path("hf2/model.safetensors")).unwrap()
+    );
     assert_eq!(std::fs::read_to_string(out.join("config.json")).unwrap(), "{\"step\": 10}");
     assert!(out.join("model.safetensors").is_file());
     // a bad input is found before anything is written
     let bytes = std::fs::read(m.path("hf2/model.safetensors")).unwrap();
     std::fs::write(m.path("hf2/model.safetensors"), &bytes[..bytes.len() - 100]).unwrap();
     let out2 = m.path("avg2");
-    let o = exec("integrate", &["average", "--window", "2", &m.s("hf1"), &m.s("hf2"), "-o", &out2.display().to_string()]);
+    let o =
+        exec("integrate", &["average", "--window", "2", &m.s("hf1"), &m.s("hf2"), "-o", &out2.display().to_string()]);
     refused(&o, "hf2/model.safetensors", "average with a truncated input");
     assert!(!out2.exists(), "a failed average left {}", out2.display());
 }
@@ -128,13 +179,36 @@ fn m2_empty_reports_and_out_of_range_options_are_refused() {
     let (m, run) = trained(10, "10");
     ok(m.eval(&run), "eval");
     let r = run.display().to_string();
-    refused(&exec_env("analysis", &["report", &r, "--tasks", "no_such_task"], &[]), "no task scores", "report with zero rows");
-    refused(&exec_env("analysis", &["report", &r, "--final-fraction", "0"], &[]), "--final-fraction", "final fraction 0");
-    refused(&exec_env("analysis", &["report", &r, "--final-fraction", "1.5"], &[]), "--final-fraction", "final fraction 1.5");
+    refused(
+        &exec_env("analysis", &["report", &r, "--tasks", "no_such_task"], &[]),
+        "no task scores",
+        "report with zero rows",
+    );
+    refused(
+        &exec_env("analysis", &["report", &r, "--final-fraction", "0"], &[]),
+        "--final-fraction",
+        "final fraction 0",
+    );
+    refused(
+        &exec_env("analysis", &["report", &r, "--final-fraction", "1.5"], &[]),
+        "--final-fraction",
+        "final fraction 1.5",
+    );
     let ck = run.join("checkpoints");
-    let (a, b) = (ck.join("step_000005.safetensors").display().to_string(), ck.join("step_000010.safetensors").display().to_string());
-    refused(&exec_env("integrate", &["average", "--window", "2", "--ema=-0.5", &a, &b, "-o", &m.s("avg")], &[]), "--ema", "ema -0.5");
-    refused(&exec_env("integrate", &["average", "--window", "2", "--ema", "1.5", &a, &b, "-o", &m.s("avg")], &[]), "--ema", "ema 1.5");
+    let (a, b) = (
+        ck.join("step_000005.safetensors").display().to_string(),
+        ck.join("step_000010.safetensors").display().to_string(),
+    );
+    refused(
+        &exec_env("integrate", &["average", "--window", "2", "--ema=-0.5", &a, &b, "-o", &m.s("avg")], &[]),
+        "--ema",
+        "ema -0.5",
+    );
+    refused(
+        &exec_env("integrate", &["average", "--window", "2", "--ema", "1.5", &a, &b, "-o", &m.s("avg")], &[]),
+        "--ema",
+        "ema 1.5",
+    );
     assert!(!m.path("avg").exists() && !run.join("analysis").exists());
 }
 
@@ -145,9 +219,17 @@ fn m3_eval_from_another_working_folder_finds_the_tokenizer() {
     let cfg = std::fs::read_to_string(m.path("micro.toml")).unwrap();
     let rel = cfg.replace(&m.s("corpus"), "corpus").replace(&m.s("tok.json"), "tok.json");
     std::fs::write(m.path("rel.toml"), rel).unwrap();
-    ok(exec_in(m.dir.path(), "lm", &["train", "--quiet", "--config", "rel.toml", "--out", "run"], &[]), "train with relative paths");
+    ok(
+        exec_in(m.dir.path(), "lm", &["train", "--quiet", "--config", "rel.toml", "--out", "run"], &[]),
+        "train with relative paths",
+    );
     let elsewhere = tempfile::tempdir().unwrap();
-    let o = exec_in(elsewhere.path(), "lm", &["eval", "--quiet", "--checkpoints", &m.s("run/checkpoints"), "--config", &m.s("eval.toml")], &[]);
+    let o = exec_in(
+        elsewhere.path(),
+        "lm",
+        &["eval", "--quiet", "--checkpoints", &m.s("run/checkpoints"), "--config", &m.s("eval.toml")],
+        &[],
+    );
     ok(o, "lm eval from another folder");
     assert!(m.path("run/eval/tasks.csv").is_file());
 }

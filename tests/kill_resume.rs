@@ -20,10 +20,45 @@ struct Stage {
 fn stages(m: &Micro, run: &Path) -> Vec<Stage> {
     let r = |rel: &str| run.join(rel).display().to_string();
     vec![
-        Stage { name: "train", out: "", bin: "lm", args: vec!["train".into(), "--quiet".into(), "--config".into(), m.s("micro.toml"), "--out".into(), r("")] },
-        Stage { name: "eval", out: "eval", bin: "lm", args: vec!["eval".into(), "--quiet".into(), "--checkpoints".into(), r("checkpoints"), "--config".into(), m.s("eval.toml")] },
-        Stage { name: "average", out: "averaged", bin: "integrate", args: vec!["sweep".into(), "--checkpoints".into(), r("checkpoints"), "--windows".into(), "2,4".into(), "--last".into(), "4".into()] },
-        Stage { name: "ensemble", out: "ensembled", bin: "integrate", args: vec!["ensemble".into(), "--eval".into(), r("eval"), "--windows".into(), "1,2,4".into()] },
+        Stage {
+            name: "train",
+            out: "",
+            bin: "lm",
+            args: vec!["train".into(), "--quiet".into(), "--config".into(), m.s("micro.toml"), "--out".into(), r("")],
+        },
+        Stage {
+            name: "eval",
+            out: "eval",
+            bin: "lm",
+            args: vec![
+                "eval".into(),
+                "--quiet".into(),
+                "--checkpoints".into(),
+                r("checkpoints"),
+                "--config".into(),
+                m.s("eval.toml"),
+            ],
+        },
+        Stage {
+            name: "average",
+            out: "averaged",
+            bin: "integrate",
+            args: vec![
+                "sweep".into(),
+                "--checkpoints".into(),
+                r("checkpoints"),
+                "--windows".into(),
+                "2,4".into(),
+                "--last".into(),
+                "4".into(),
+            ],
+        },
+        Stage {
+            name: "ensemble",
+            out: "ensembled",
+            bin: "integrate",
+            args: vec!["ensemble".into(), "--eval".into(), r("eval"), "--windows".into(), "1,2,4".into()],
+        },
     ]
 }
 
@@ -63,7 +98,13 @@ fn killed_at_random_points_every_stage_resumes_to_identical_outputs() {
             copy_dir(&saved, &run_dir);
             std::fs::remove_dir_all(run_dir.join(s.out)).unwrap();
         }
-        let mut child = Command::new(bin(s.bin)).args(&s.args).current_dir(root()).stdout(std::process::Stdio::null()).stderr(std::process::Stdio::null()).spawn().unwrap();
+        let mut child = Command::new(bin(s.bin))
+            .args(&s.args)
+            .current_dir(root())
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::null())
+            .spawn()
+            .unwrap();
         std::thread::sleep(Duration::from_secs_f64(rng.unit() * secs[k] * 1.1));
         if child.try_wait().unwrap().is_none() {
             child.kill().unwrap(); // SIGKILL
@@ -72,7 +113,11 @@ fn killed_at_random_points_every_stage_resumes_to_identical_outputs() {
         child.wait().unwrap();
         ok(run_stage(s), &format!("{} resumed after kill {i}", s.name));
         let expected: std::collections::BTreeMap<String, Vec<u8>> = if s.out.is_empty() {
-            reference.iter().filter(|(k, _)| k.starts_with("checkpoints/") || *k == "config.toml" || *k == "train_log.csv").map(|(k, v)| (k.clone(), v.clone())).collect()
+            reference
+                .iter()
+                .filter(|(k, _)| k.starts_with("checkpoints/") || *k == "config.toml" || *k == "train_log.csv")
+                .map(|(k, v)| (k.clone(), v.clone()))
+                .collect()
         } else {
             reference.clone()
         };

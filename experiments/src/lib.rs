@@ -57,15 +57,9 @@ pub struct Run {
 impl Run {
     pub fn new(dir: &Path) -> Result<Run> {
         if !dir.is_dir() {
-            bail!(
-                "{}: no such run folder; `just reproduce` writes one",
-                dir.display()
-            );
+            bail!("{}: no such run folder; `just reproduce` writes one", dir.display());
         }
-        let run = Run {
-            dir: dir.to_path_buf(),
-            read: RefCell::new(vec![]),
-        };
+        let run = Run { dir: dir.to_path_buf(), read: RefCell::new(vec![]) };
         if dir.join("config.toml").is_file() {
             run.note(dir.join("config.toml"));
         }
@@ -80,10 +74,7 @@ impl Run {
     pub fn file(&self, rel: &str) -> Result<PathBuf> {
         let p = self.dir.join(rel);
         if !p.is_file() {
-            bail!(
-                "{}: missing; the pipeline step that writes it has not run (see `just reproduce`)",
-                p.display()
-            );
+            bail!("{}: missing; the pipeline step that writes it has not run (see `just reproduce`)", p.display());
         }
         self.note(p.clone());
         Ok(p)
@@ -119,7 +110,10 @@ impl Run {
 
     /// The stability table of accuracy (every method: single, smoothing, average, ensemble).
     pub fn stability(&self) -> Result<Vec<StabilityRow>> {
-        Ok(read_csv::<StabilityRow>(&self.file("analysis/stability.csv")?)?.into_iter().filter(|r| r.metric == "acc").collect())
+        Ok(read_csv::<StabilityRow>(&self.file("analysis/stability.csv")?)?
+            .into_iter()
+            .filter(|r| r.metric == "acc")
+            .collect())
     }
 
     pub fn train_log(&self) -> Result<Vec<TrainLogRow>> {
@@ -145,8 +139,7 @@ impl Run {
 
 /// Reads a CSV file into rows; an empty file or a bad row names the file and the line.
 pub fn read_csv<T: DeserializeOwned>(path: &Path) -> Result<Vec<T>> {
-    let mut r =
-        csv::Reader::from_path(path).with_context(|| format!("{}: cannot open", path.display()))?;
+    let mut r = csv::Reader::from_path(path).with_context(|| format!("{}: cannot open", path.display()))?;
     let rows = r
         .deserialize()
         .collect::<std::result::Result<Vec<T>, _>>()
@@ -194,12 +187,8 @@ pub struct Output {
 
 impl Output {
     pub fn new(dir: &Path, name: &str) -> Result<Output> {
-        std::fs::create_dir_all(dir)
-            .with_context(|| format!("{}: cannot create", dir.display()))?;
-        Ok(Output {
-            dir: dir.to_path_buf(),
-            name: name.to_string(),
-        })
+        std::fs::create_dir_all(dir).with_context(|| format!("{}: cannot create", dir.display()))?;
+        Ok(Output { dir: dir.to_path_buf(), name: name.to_string() })
     }
 
     pub fn path(&self, ext: &str) -> PathBuf {
@@ -214,13 +203,7 @@ impl Output {
 
     /// Writes the table as `<name>.md` (what the paper embeds) and `<name>.csv`, and the sidecar.
     pub fn table(&self, markdown: &str, csv: &str, run: &Run) -> Result<()> {
-        self.files(
-            &[
-                ("md", markdown.as_bytes().to_vec()),
-                ("csv", csv.as_bytes().to_vec()),
-            ],
-            run,
-        )
+        self.files(&[("md", markdown.as_bytes().to_vec()), ("csv", csv.as_bytes().to_vec())], run)
     }
 
     /// Writes `<name>.<ext>` for each (ext, bytes), then the sidecar `<name>.provenance.json`.
@@ -238,21 +221,13 @@ impl Output {
             if changed {
                 set.write(&format!("{}.{ext}", self.name), bytes)?;
             }
-            eprintln!(
-                "{} {}",
-                if changed { "wrote    " } else { "unchanged" },
-                p.display()
-            );
-            outputs.push(
-                serde_json::json!({"path": p, "sha256": output::provenance::sha256_hex(bytes)}),
-            );
+            eprintln!("{} {}", if changed { "wrote    " } else { "unchanged" }, p.display());
+            outputs.push(serde_json::json!({"path": p, "sha256": output::provenance::sha256_hex(bytes)}));
         }
         let inputs = run
             .inputs()
             .into_iter()
-            .map(|p| {
-                Ok(serde_json::json!({"path": p, "sha256": output::provenance::sha256_file(&p)?}))
-            })
+            .map(|p| Ok(serde_json::json!({"path": p, "sha256": output::provenance::sha256_file(&p)?})))
             .collect::<Result<Vec<_>>>()?;
         // the run's training config and evaluation config, where the run folder has them
         let config = std::fs::read_to_string(run.dir.join("config.toml")).ok();
@@ -283,16 +258,10 @@ impl Output {
 pub fn markdown_table(header: &[&str], rows: &[Vec<String>]) -> String {
     let numeric = |c: usize| {
         rows.iter().all(|r| {
-            r.get(c).is_some_and(|x| {
-                x.trim_matches('*')
-                    .split('/')
-                    .all(|p| p == "-" || p.parse::<f64>().is_ok())
-            })
+            r.get(c).is_some_and(|x| x.trim_matches('*').split('/').all(|p| p == "-" || p.parse::<f64>().is_ok()))
         })
     };
-    let align: String = (0..header.len())
-        .map(|c| if c > 0 && numeric(c) { "---:|" } else { "---|" })
-        .collect();
+    let align: String = (0..header.len()).map(|c| if c > 0 && numeric(c) { "---:|" } else { "---|" }).collect();
     let mut s = format!("| {} |\n|{align}\n", header.join(" | "));
     for r in rows {
         s += &format!("| {} |\n", r.join(" | "));
@@ -307,9 +276,7 @@ pub fn csv_text(header: &[&str], rows: &[Vec<String>]) -> Result<String> {
     for r in rows {
         w.write_record(r)?;
     }
-    Ok(String::from_utf8(
-        w.into_inner().map_err(|e| anyhow::anyhow!("{e}"))?,
-    )?)
+    Ok(String::from_utf8(w.into_inner().map_err(|e| anyhow::anyhow!("{e}"))?)?)
 }
 
 /// Mean of a slice (NaN when empty).
@@ -326,10 +293,7 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let run = Run::new(dir.path()).unwrap();
         let e = run.stability().unwrap_err().to_string();
-        assert!(
-            e.contains("analysis/stability.csv") && e.contains("just reproduce"),
-            "{e}"
-        );
+        assert!(e.contains("analysis/stability.csv") && e.contains("just reproduce"), "{e}");
     }
 
     #[test]
@@ -345,12 +309,7 @@ mod tests {
     fn markdown_tables_right_align_numbers() {
         let t = markdown_table(
             &["task", "score", "lower", "note"],
-            &[vec![
-                "copa".into(),
-                "**0.5**".into(),
-                "3/8".into(),
-                "k=4".into(),
-            ]],
+            &[vec!["copa".into(), "**0.5**".into(), "3/8".into(), "k=4".into()]],
         );
         assert_eq!(t, "| task | score | lower | note |\n|---|---:|---:|---|\n| copa | **0.5** | 3/8 | k=4 |\n");
     }

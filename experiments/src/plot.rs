@@ -86,11 +86,8 @@ pub fn font(size: u32) -> TextStyle<'static> {
 
 /// A range around `values` with 8% padding (and a minimum width, so a flat line is not a crash).
 pub fn padded(values: impl Iterator<Item = f64>) -> std::ops::Range<f64> {
-    let (lo, hi) = values
-        .filter(|v| v.is_finite())
-        .fold((f64::INFINITY, f64::NEG_INFINITY), |(a, b), v| {
-            (a.min(v), b.max(v))
-        });
+    let (lo, hi) =
+        values.filter(|v| v.is_finite()).fold((f64::INFINITY, f64::NEG_INFINITY), |(a, b), v| (a.min(v), b.max(v)));
     if !lo.is_finite() {
         return 0.0..1.0;
     }
@@ -132,11 +129,7 @@ pub fn panel<'a, 'b, DB: DrawingBackend>(
     y_labels: u32,
 ) -> ChartBuilder<'a, 'b, DB> {
     let mut b = ChartBuilder::on(area);
-    b.caption(caption, font(22))
-        .margin(12)
-        .margin_right(28)
-        .x_label_area_size(48)
-        .y_label_area_size(y_labels);
+    b.caption(caption, font(22)).margin(12).margin_right(28).x_label_area_size(48).y_label_area_size(y_labels);
     b
 }
 

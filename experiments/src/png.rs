@@ -9,11 +9,7 @@ use std::io::Write;
 
 /// PNG bytes of a `width` x `height` image given as rows of RGB triples.
 pub fn encode_rgb(width: u32, height: u32, rgb: &[u8]) -> Vec<u8> {
-    assert_eq!(
-        rgb.len(),
-        width as usize * height as usize * 3,
-        "buffer is not width x height RGB"
-    );
+    assert_eq!(rgb.len(), width as usize * height as usize * 3, "buffer is not width x height RGB");
     let mut raw = Vec::with_capacity(rgb.len() + height as usize);
     for row in rgb.chunks(width as usize * 3) {
         raw.push(0); // filter type: none
@@ -57,16 +53,11 @@ mod tests {
         assert_eq!(&png[12..16], b"IHDR");
         assert_eq!(&png[16..24], &[0, 0, 0, 3, 0, 0, 0, 2]);
         // the IEND chunk of every PNG: length 0, "IEND", CRC ae426082
-        assert_eq!(
-            &png[png.len() - 12..],
-            &[0, 0, 0, 0, b'I', b'E', b'N', b'D', 0xae, 0x42, 0x60, 0x82]
-        );
+        assert_eq!(&png[png.len() - 12..], &[0, 0, 0, 0, b'I', b'E', b'N', b'D', 0xae, 0x42, 0x60, 0x82]);
         let idat_len = u32::from_be_bytes(png[33..37].try_into().unwrap()) as usize;
         assert_eq!(&png[37..41], b"IDAT");
         let mut raw = vec![];
-        ZlibDecoder::new(&png[41..41 + idat_len])
-            .read_to_end(&mut raw)
-            .unwrap();
+        ZlibDecoder::new(&png[41..41 + idat_len]).read_to_end(&mut raw).unwrap();
         assert_eq!(raw.len(), 2 * (1 + 9));
         assert_eq!(&raw[1..10], &rgb[..9]);
         assert_eq!(&raw[11..20], &rgb[9..]);

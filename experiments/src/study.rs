@@ -99,7 +99,9 @@ impl StudyRun {
     /// pooled over the tasks above chance with its 95% interval (`analysis compare`'s stratified
     /// bootstrap: one draw of examples shared by both methods); None if the run's table lacks it.
     pub fn mtv_difference(&self, method: &str, k: usize, baseline: &str, baseline_k: usize) -> Option<&DifferenceRow> {
-        self.mtv_differences.iter().find(|d| d.method == method && d.k == k && d.baseline == baseline && d.baseline_k == baseline_k)
+        self.mtv_differences
+            .iter()
+            .find(|d| d.method == method && d.k == k && d.baseline == baseline && d.baseline_k == baseline_k)
     }
 
     /// The axis label of the run: `<schedule>, <params>M`.
@@ -155,12 +157,16 @@ pub fn load_run(dir: &Path, prov: &Run) -> Result<StudyRun> {
         }
         prov.also_read(p);
     }
-    let tasks: Vec<TaskMetrics> = read_csv::<TaskMetrics>(&tm_path)?.into_iter().filter(|m| m.window == "final" && m.metric == "acc").collect();
+    let tasks: Vec<TaskMetrics> =
+        read_csv::<TaskMetrics>(&tm_path)?.into_iter().filter(|m| m.window == "final" && m.metric == "acc").collect();
     if tasks.is_empty() {
         bail!("{}: no final-stage accuracy rows", tm_path.display());
     }
     let stability = read_csv::<StabilityRow>(&st_path)?.into_iter().filter(|r| r.metric == "acc").collect();
-    let mtv_differences = read_csv::<DifferenceRow>(&diff_path)?.into_iter().filter(|d| d.task == "pooled" && d.metric == "acc" && d.statistic == "mtv").collect();
+    let mtv_differences = read_csv::<DifferenceRow>(&diff_path)?
+        .into_iter()
+        .filter(|d| d.task == "pooled" && d.metric == "acc" && d.statistic == "mtv")
+        .collect();
     Ok(StudyRun {
         name: dir.file_name().and_then(|n| n.to_str()).unwrap_or("?").to_string(),
         dir: dir.to_path_buf(),
@@ -178,8 +184,10 @@ pub fn load_run(dir: &Path, prov: &Run) -> Result<StudyRun> {
 
 /// Every run under `results` (sub-folders with a `config.toml`), in name order.
 pub fn load_results(results: &Path, prov: &Run) -> Result<Vec<StudyRun>> {
-    let entries = std::fs::read_dir(results).with_context(|| format!("{}: no results folder; `just study` writes results/<run>/", results.display()))?;
-    let mut dirs: Vec<PathBuf> = entries.flatten().map(|e| e.path()).filter(|p| p.join("config.toml").is_file()).collect();
+    let entries = std::fs::read_dir(results)
+        .with_context(|| format!("{}: no results folder; `just study` writes results/<run>/", results.display()))?;
+    let mut dirs: Vec<PathBuf> =
+        entries.flatten().map(|e| e.path()).filter(|p| p.join("config.toml").is_file()).collect();
     dirs.sort();
     if dirs.is_empty() {
         bail!("{}: no study runs (folders with a config.toml); `just study` writes them", results.display());
@@ -191,7 +199,10 @@ pub fn load_results(results: &Path, prov: &Run) -> Result<Vec<StudyRun>> {
 pub fn seed_groups(runs: &[StudyRun]) -> Vec<Vec<&StudyRun>> {
     let mut groups: Vec<Vec<&StudyRun>> = vec![];
     for r in runs {
-        match groups.iter_mut().find(|g| g[0].schedule == r.schedule && g[0].params == r.params && g[0].tokens == r.tokens) {
+        match groups
+            .iter_mut()
+            .find(|g| g[0].schedule == r.schedule && g[0].params == r.params && g[0].tokens == r.tokens)
+        {
             Some(g) => g.push(r),
             None => groups.push(vec![r]),
         }
@@ -273,11 +284,13 @@ pub fn seed_spread(group: &[&StudyRun]) -> Vec<SeedSpread> {
 /// model sizes, the lowest on a tie), one run per parameter count, smallest first. Runs that
 /// differ only in size, so a difference between them is the size's.
 pub fn size_population(runs: &[StudyRun]) -> Vec<&StudyRun> {
-    let mut pairs: Vec<(u64, u64)> = runs.iter().filter(|r| r.schedule == "cosine").map(|r| (r.init_seed, r.data_seed)).collect();
+    let mut pairs: Vec<(u64, u64)> =
+        runs.iter().filter(|r| r.schedule == "cosine").map(|r| (r.init_seed, r.data_seed)).collect();
     pairs.sort();
     pairs.dedup();
     let sizes_of = |pair: (u64, u64)| -> Vec<&StudyRun> {
-        let mut v: Vec<&StudyRun> = runs.iter().filter(|r| r.schedule == "cosine" && (r.init_seed, r.data_seed) == pair).collect();
+        let mut v: Vec<&StudyRun> =
+            runs.iter().filter(|r| r.schedule == "cosine" && (r.init_seed, r.data_seed) == pair).collect();
         v.sort_by_key(|r| r.params);
         v.dedup_by_key(|r| r.params);
         v
@@ -296,7 +309,9 @@ pub fn size_difference(runs: &[StudyRun], task: &str) -> Option<(f64, f64, f64, 
     use statrs::distribution::{ContinuousCDF, StudentsT};
     let cosine: Vec<&StudyRun> = runs.iter().filter(|r| r.schedule == "cosine").collect();
     let (small, large) = (cosine.iter().map(|r| r.params).min()?, cosine.iter().map(|r| r.params).max()?);
-    let finals = |params: u64| -> Option<Vec<f64>> { cosine.iter().filter(|r| r.params == params).map(|r| r.task(task).map(|m| m.final_score)).collect() };
+    let finals = |params: u64| -> Option<Vec<f64>> {
+        cosine.iter().filter(|r| r.params == params).map(|r| r.task(task).map(|m| m.final_score)).collect()
+    };
     let (a, b) = (finals(large)?, finals(small)?);
     let df = (a.len() + b.len()).checked_sub(2).filter(|&df| df > 0 && small != large)?;
     let ss = |x: &[f64]| {
@@ -340,12 +355,22 @@ mod tests {
         // with many values the interval narrows around the estimate
         // two values (1 df): quantiles 0.000982 and 5.024
         let (lo, hi) = sd_interval(1.0, 2);
-        assert!((lo - (1.0f64 / 5.0239).sqrt()).abs() < 1e-3 && (hi - (1.0f64 / 0.000982).sqrt()).abs() < 0.1, "{lo} {hi}");
+        assert!(
+            (lo - (1.0f64 / 5.0239).sqrt()).abs() < 1e-3 && (hi - (1.0f64 / 0.000982).sqrt()).abs() < 0.1,
+            "{lo} {hi}"
+        );
         let (lo, hi) = sd_interval(1.0, 1001);
         assert!(lo > 0.95 && hi < 1.05, "{lo} {hi}");
     }
 
-    fn write_run(root: &Path, name: &str, schedule: &str, d_model: u64, seeds: (u64, u64), finals: &[(&str, f64, bool)]) {
+    fn write_run(
+        root: &Path,
+        name: &str,
+        schedule: &str,
+        d_model: u64,
+        seeds: (u64, u64),
+        finals: &[(&str, f64, bool)],
+    ) {
         let dir = root.join(name);
         std::fs::create_dir_all(dir.join("analysis")).unwrap();
         std::fs::write(
@@ -353,7 +378,11 @@ mod tests {
             format!("schema_version = 2\nname = \"{name}\"\ninit_seed = {}\ndata_seed = {}\n[data]\nvocab_size = 100\n[model]\nd_model = {d_model}\nn_layers = 2\nd_ff = 32\ncontext = 8\n[train]\nbatch_size = 4\nsteps = 10\nschedule = \"{schedule}\"\n", seeds.0, seeds.1),
         )
         .unwrap();
-        std::fs::write(dir.join("train_log.csv"), "step,tokens,lr,train_loss,grad_norm,val_loss,val_loss_full\n0,0,0.1,5,1,5.5,5.4\n10,320,0.1,4,1,4.5,\n").unwrap();
+        std::fs::write(
+            dir.join("train_log.csv"),
+            "step,tokens,lr,train_loss,grad_norm,val_loss,val_loss_full\n0,0,0.1,5,1,5.5,5.4\n10,320,0.1,4,1,4.5,\n",
+        )
+        .unwrap();
         std::fs::write(
             dir.join("analysis/differences.csv"),
             "task,tasks,metric,statistic,method,k,baseline,baseline_k,estimate,se,ci_low,ci_high,ci_low_family,ci_high_family,examples\n\
@@ -365,10 +394,28 @@ mod tests {
         let mut tm = csv::Writer::from_path(dir.join("analysis/task_metrics.csv")).unwrap();
         let mut st = csv::Writer::from_path(dir.join("analysis/stability.csv")).unwrap();
         for (task, fin, above) in finals {
-            let m = TaskMetrics { task: task.to_string(), window: "final".into(), metric: "acc".into(), final_score: *fin, mean_score: *fin, relative_std: Some(0.1), mtv: 0.02, above_chance: Some(*above), ..Default::default() };
+            let m = TaskMetrics {
+                task: task.to_string(),
+                window: "final".into(),
+                metric: "acc".into(),
+                final_score: *fin,
+                mean_score: *fin,
+                relative_std: Some(0.1),
+                mtv: 0.02,
+                above_chance: Some(*above),
+                ..Default::default()
+            };
             tm.serialize(&m).unwrap();
             for (method, k, mtv) in [("single", 1, 0.02), ("average", 16, 0.01)] {
-                st.serialize(StabilityRow { task: task.to_string(), metric: "acc".into(), method: method.into(), k, mtv, ..Default::default() }).unwrap();
+                st.serialize(StabilityRow {
+                    task: task.to_string(),
+                    metric: "acc".into(),
+                    method: method.into(),
+                    k,
+                    mtv,
+                    ..Default::default()
+                })
+                .unwrap();
             }
         }
     }
@@ -385,7 +432,10 @@ mod tests {
         std::fs::create_dir_all(root.join("not-a-run")).unwrap();
         let prov = Run::new(root).unwrap();
         let runs = load_results(root, &prov).unwrap();
-        assert_eq!(runs.iter().map(|r| r.name.as_str()).collect::<Vec<_>>(), ["cosine-s1", "cosine-s2", "cosine-s3", "size-s1", "wsd-s1"]);
+        assert_eq!(
+            runs.iter().map(|r| r.name.as_str()).collect::<Vec<_>>(),
+            ["cosine-s1", "cosine-s2", "cosine-s3", "size-s1", "wsd-s1"]
+        );
         assert_eq!(runs[0].params, 100 * 16 + 2 * (4 * 256 + 3 * 16 * 32 + 32) + 16);
         assert_eq!(runs[0].tokens, 10 * 4 * 8);
         assert_eq!(runs[0].final_val_loss, Some(5.4));
@@ -414,14 +464,22 @@ mod tests {
         assert_eq!(pop.iter().map(|r| r.name.as_str()).collect::<Vec<_>>(), ["cosine-s1", "size-s1"]);
         // signal |0.66 - 0.60| / 0.63, noise the mean relative sd 0.1, so SNR 0.952
         let a = size_snr(&pop, "a").unwrap();
-        assert!((a.signal - 0.06 / 0.63).abs() < 1e-12 && (a.noise - 0.1).abs() < 1e-12 && (a.snr - 0.06 / 0.63 / 0.1).abs() < 1e-12, "{a:?}");
+        assert!(
+            (a.signal - 0.06 / 0.63).abs() < 1e-12
+                && (a.noise - 0.1).abs() < 1e-12
+                && (a.snr - 0.06 / 0.63 / 0.1).abs() < 1e-12,
+            "{a:?}"
+        );
         assert_eq!(size_snr(&pop[..1], "a"), None);
         // size difference: 6.8M-like d_model 32 (size-s1 alone, 0.66) minus d_model 16 (cosine-s1,
         // -s2, -s3: 0.60, 0.62, 0.64), pooled sd over df = 2 from the small size alone (0.02),
         // se = 0.02 * sqrt(1 + 1/3), t(2, 0.975) = 4.303
         let (d, lo, hi, n_large, n_small) = size_difference(&runs, "a").unwrap();
         let half = 4.302653 * 0.02 * (1.0f64 + 1.0 / 3.0).sqrt();
-        assert!((d - 0.04).abs() < 1e-12 && (lo - (0.04 - half)).abs() < 1e-5 && (hi - (0.04 + half)).abs() < 1e-5, "{d} {lo} {hi}");
+        assert!(
+            (d - 0.04).abs() < 1e-12 && (lo - (0.04 - half)).abs() < 1e-5 && (hi - (0.04 + half)).abs() < 1e-5,
+            "{d} {lo} {hi}"
+        );
         assert_eq!((n_large, n_small), (1, 3));
         assert_eq!(size_difference(&runs, "missing"), None);
         // one size only: no difference

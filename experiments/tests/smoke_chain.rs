@@ -14,23 +14,14 @@ const FIXTURE: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/fixtures/smoke
 /// Every figure and table binary (`src/bin/` minus `paper`), with its path.
 const BINARIES: [(&str, &str); 15] = [
     ("fig1_scores", env!("CARGO_BIN_EXE_fig1_scores")),
-    (
-        "fig2_example_heatmap",
-        env!("CARGO_BIN_EXE_fig2_example_heatmap"),
-    ),
+    ("fig2_example_heatmap", env!("CARGO_BIN_EXE_fig2_example_heatmap")),
     ("fig3_flip_rates", env!("CARGO_BIN_EXE_fig3_flip_rates")),
     ("fig4_integration", env!("CARGO_BIN_EXE_fig4_integration")),
     ("fig5_window_size", env!("CARGO_BIN_EXE_fig5_window_size")),
-    (
-        "fig6_loss_vs_scores",
-        env!("CARGO_BIN_EXE_fig6_loss_vs_scores"),
-    ),
+    ("fig6_loss_vs_scores", env!("CARGO_BIN_EXE_fig6_loss_vs_scores")),
     ("fig7_pythia", env!("CARGO_BIN_EXE_fig7_pythia")),
     ("fig8_study", env!("CARGO_BIN_EXE_fig8_study")),
-    (
-        "table1_main_results",
-        env!("CARGO_BIN_EXE_table1_main_results"),
-    ),
+    ("table1_main_results", env!("CARGO_BIN_EXE_table1_main_results")),
     ("table2_stability", env!("CARGO_BIN_EXE_table2_stability")),
     ("table3_claims", env!("CARGO_BIN_EXE_table3_claims")),
     ("table4_snr", env!("CARGO_BIN_EXE_table4_snr")),
@@ -60,37 +51,28 @@ fn csv(path: &Path) -> String {
 /// report` and `analysis compare` write.
 fn rebuild_after_eval(run: &Path) {
     let rows = records::read_examples(&run.join("eval/examples.parquet")).unwrap();
-    let windows = [(Rule::Distribution, 1, "ensembled"), (Rule::Distribution, 2, "ensembled"), (Rule::Distribution, 4, "ensembled"), (Rule::Distribution, 8, "ensembled"), (Rule::Distribution, 16, "ensembled"), (Rule::Vote, 4, "ensembled-vote"), (Rule::Vote, 16, "ensembled-vote")];
+    let windows = [
+        (Rule::Distribution, 1, "ensembled"),
+        (Rule::Distribution, 2, "ensembled"),
+        (Rule::Distribution, 4, "ensembled"),
+        (Rule::Distribution, 8, "ensembled"),
+        (Rule::Distribution, 16, "ensembled"),
+        (Rule::Vote, 4, "ensembled-vote"),
+        (Rule::Vote, 16, "ensembled-vote"),
+    ];
     for (rule, k, folder) in windows {
         let e = ensemble_rows(&rows, k, rule).unwrap();
         let dir = run.join(format!("{folder}/k{k}"));
-        records::write_frame(
-            &dir.join("examples.parquet"),
-            &mut records::examples_frame(&e).unwrap(),
-        )
-        .unwrap();
+        records::write_frame(&dir.join("examples.parquet"), &mut records::examples_frame(&e).unwrap()).unwrap();
         let mut tf = records::tasks_frame(&records::summarise(&e).unwrap()).unwrap();
         records::write_frame(&dir.join("tasks.parquet"), &mut tf).unwrap();
         records::write_frame(&dir.join("tasks.csv"), &mut tf).unwrap();
     }
     let opts = Options::default();
-    analysis::report::write(
-        &analysis::report::load_input(run).unwrap(),
-        &run.join("analysis"),
-        &opts,
-    )
-    .unwrap();
+    analysis::report::write(&analysis::report::load_input(run).unwrap(), &run.join("analysis"), &opts).unwrap();
     let (stability, differences, _) = analysis::compare::compare(run, &opts).unwrap();
-    records::write_frame(
-        &run.join("analysis/stability.csv"),
-        &mut records::frame_of(&stability).unwrap(),
-    )
-    .unwrap();
-    records::write_frame(
-        &run.join("analysis/differences.csv"),
-        &mut records::frame_of(&differences).unwrap(),
-    )
-    .unwrap();
+    records::write_frame(&run.join("analysis/stability.csv"), &mut records::frame_of(&stability).unwrap()).unwrap();
+    records::write_frame(&run.join("analysis/differences.csv"), &mut records::frame_of(&differences).unwrap()).unwrap();
 }
 
 /// A study grid of the analysed smoke run under `dir/results` (as `just study` lays it out): two
@@ -98,7 +80,12 @@ fn rebuild_after_eval(run: &Path) {
 /// smoke run's), for the study tables and figure.
 fn study_results(dir: &Path, run: &Path) {
     let config = std::fs::read_to_string(run.join("config.toml")).unwrap();
-    for (name, from, to) in [("cosine-s1", "seed = 1234", "seed = 1234"), ("cosine-s2", "seed = 1234", "seed = 99"), ("wsd-s1", "schedule = \"cosine\"", "schedule = \"wsd\""), ("wide-s1", "d_model = 64", "d_model = 96")] {
+    for (name, from, to) in [
+        ("cosine-s1", "seed = 1234", "seed = 1234"),
+        ("cosine-s2", "seed = 1234", "seed = 99"),
+        ("wsd-s1", "schedule = \"cosine\"", "schedule = \"wsd\""),
+        ("wide-s1", "d_model = 64", "d_model = 96"),
+    ] {
         let to_dir = dir.join("results").join(name);
         copy_dir(run, &to_dir);
         assert!(config.contains(from));
@@ -132,25 +119,13 @@ fn run_binary(name: &str, exe: &str, dir: &Path) -> String {
 
 #[test]
 fn every_binary_is_tested() {
-    let mut names: Vec<String> =
-        std::fs::read_dir(Path::new(env!("CARGO_MANIFEST_DIR")).join("src/bin"))
-            .unwrap()
-            .map(|e| {
-                e.unwrap()
-                    .path()
-                    .file_stem()
-                    .unwrap()
-                    .to_string_lossy()
-                    .to_string()
-            })
-            .filter(|n| n != "paper")
-            .collect();
+    let mut names: Vec<String> = std::fs::read_dir(Path::new(env!("CARGO_MANIFEST_DIR")).join("src/bin"))
+        .unwrap()
+        .map(|e| e.unwrap().path().file_stem().unwrap().to_string_lossy().to_string())
+        .filter(|n| n != "paper")
+        .collect();
     names.sort();
-    assert_eq!(
-        names,
-        BINARIES.map(|b| b.0),
-        "a figure or table binary is missing from BINARIES"
-    );
+    assert_eq!(names, BINARIES.map(|b| b.0), "a figure or table binary is missing from BINARIES");
 }
 
 #[test]
@@ -168,60 +143,32 @@ fn smoke_chain_tables_figures_and_paper() {
             csv(&run.join(format!("ensembled/k{k}/tasks.csv")))
         );
     }
-    insta::assert_snapshot!(
-        "analysis_task_metrics_csv",
-        csv(&run.join("analysis/task_metrics.csv"))
-    );
-    insta::assert_snapshot!(
-        "analysis_example_metrics_csv",
-        csv(&run.join("analysis/example_metrics.csv"))
-    );
-    insta::assert_snapshot!(
-        "analysis_stability_csv",
-        csv(&run.join("analysis/stability.csv"))
-    );
+    insta::assert_snapshot!("analysis_task_metrics_csv", csv(&run.join("analysis/task_metrics.csv")));
+    insta::assert_snapshot!("analysis_example_metrics_csv", csv(&run.join("analysis/example_metrics.csv")));
+    insta::assert_snapshot!("analysis_stability_csv", csv(&run.join("analysis/stability.csv")));
 
     // every figure and table binary
     let figures = tmp.path().join("figures");
     for (name, exe) in BINARIES {
         run_binary(name, exe, tmp.path());
         let files: Vec<(&str, PathBuf)> = if name.starts_with("fig") {
-            vec![
-                ("svg", figures.join(format!("{name}.svg"))),
-                ("png", figures.join(format!("{name}.png"))),
-            ]
+            vec![("svg", figures.join(format!("{name}.svg"))), ("png", figures.join(format!("{name}.png")))]
         } else {
-            vec![
-                ("md", figures.join(format!("{name}.md"))),
-                ("csv", figures.join(format!("{name}.csv"))),
-            ]
+            vec![("md", figures.join(format!("{name}.md"))), ("csv", figures.join(format!("{name}.csv")))]
         };
         for (ext, p) in &files {
-            let bytes =
-                std::fs::read(p).unwrap_or_else(|e| panic!("{name} wrote no {}: {e}", p.display()));
+            let bytes = std::fs::read(p).unwrap_or_else(|e| panic!("{name} wrote no {}: {e}", p.display()));
             let least = if name.starts_with("fig") { 5000 } else { 100 };
-            assert!(
-                bytes.len() > least,
-                "{}: only {} bytes",
-                p.display(),
-                bytes.len()
-            );
+            assert!(bytes.len() > least, "{}: only {} bytes", p.display(), bytes.len());
             match *ext {
                 "png" => assert_eq!(&bytes[..8], b"\x89PNG\r\n\x1a\n", "{}", p.display()),
-                "svg" => assert!(
-                    String::from_utf8_lossy(&bytes).contains("<svg"),
-                    "{}",
-                    p.display()
-                ),
+                "svg" => assert!(String::from_utf8_lossy(&bytes).contains("<svg"), "{}", p.display()),
                 _ => {}
             }
         }
         let prov: serde_json::Value =
             serde_json::from_str(&csv(&figures.join(format!("{name}.provenance.json")))).unwrap();
-        assert!(
-            !prov["commit"].as_str().unwrap().is_empty(),
-            "{name}: no commit in the provenance"
-        );
+        assert!(!prov["commit"].as_str().unwrap().is_empty(), "{name}: no commit in the provenance");
         let inputs = prov["inputs"].as_array().unwrap();
         assert!(!inputs.is_empty(), "{name}: no inputs in the provenance");
         for i in inputs {
@@ -234,28 +181,16 @@ fn smoke_chain_tables_figures_and_paper() {
             );
         }
         if name.starts_with("table") {
-            insta::assert_snapshot!(
-                format!("{name}_md"),
-                csv(&figures.join(format!("{name}.md")))
-            );
+            insta::assert_snapshot!(format!("{name}_md"), csv(&figures.join(format!("{name}.md"))));
         }
     }
 
     // a second run over the same inputs writes nothing: same bytes, same timestamps
     let png = figures.join("fig1_scores.png");
-    let before = (
-        std::fs::read(&png).unwrap(),
-        std::fs::metadata(&png).unwrap().modified().unwrap(),
-    );
+    let before = (std::fs::read(&png).unwrap(), std::fs::metadata(&png).unwrap().modified().unwrap());
     let stderr = run_binary("fig1_scores", BINARIES[0].1, tmp.path());
     assert!(stderr.contains("unchanged"), "{stderr}");
-    assert_eq!(
-        before,
-        (
-            std::fs::read(&png).unwrap(),
-            std::fs::metadata(&png).unwrap().modified().unwrap()
-        )
-    );
+    assert_eq!(before, (std::fs::read(&png).unwrap(), std::fs::metadata(&png).unwrap().modified().unwrap()));
 
     // the paper embeds every figure and table
     let paper = tmp.path().join("paper.md");
@@ -271,24 +206,14 @@ fn smoke_chain_tables_figures_and_paper() {
         ])
         .output()
         .unwrap();
-    assert!(
-        o.status.success(),
-        "paper failed:\n{}",
-        String::from_utf8_lossy(&o.stderr)
-    );
+    assert!(o.status.success(), "paper failed:\n{}", String::from_utf8_lossy(&o.stderr));
     let text = csv(&paper);
     assert!(!text.contains("{{"), "a placeholder is left in the paper");
     for (name, _) in BINARIES {
         let shown = if name.starts_with("fig") {
             text.contains(&format!("](figures/{name}.png)"))
         } else {
-            text.contains(
-                &csv(&figures.join(format!("{name}.md")))
-                    .lines()
-                    .next()
-                    .unwrap()
-                    .to_string(),
-            )
+            text.contains(&csv(&figures.join(format!("{name}.md"))).lines().next().unwrap().to_string())
         };
         assert!(shown, "the paper does not show {name}");
     }
@@ -307,8 +232,5 @@ fn a_run_without_analysis_tables_is_an_error_naming_the_missing_file() {
         .unwrap();
     assert!(!o.status.success());
     let e = String::from_utf8_lossy(&o.stderr);
-    assert!(
-        e.contains("analysis/example_metrics.csv") && e.contains("missing"),
-        "{e}"
-    );
+    assert!(e.contains("analysis/example_metrics.csv") && e.contains("missing"), "{e}");
 }

@@ -42,10 +42,21 @@ pub fn exec_in(cwd: &Path, name: &str, args: &[&str], env: &[(&str, &str)]) -> O
 /// Starts a binary in the background and waits (at most a minute) until it holds the lock file
 /// `lock`, so that a second writer can be started against a folder known to be in use.
 pub fn spawn_holding(name: &str, args: &[&str], lock: &Path) -> std::process::Child {
-    let child = Command::new(bin(name)).args(args).current_dir(root()).stdout(std::process::Stdio::null()).stderr(std::process::Stdio::null()).spawn().unwrap_or_else(|e| panic!("cannot start {name}: {e}"));
+    let child = Command::new(bin(name))
+        .args(args)
+        .current_dir(root())
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap_or_else(|e| panic!("cannot start {name}: {e}"));
     let t = std::time::Instant::now();
     while !lock.exists() {
-        assert!(t.elapsed() < std::time::Duration::from_secs(60), "{name} {} never took its lock {}", args[0], lock.display());
+        assert!(
+            t.elapsed() < std::time::Duration::from_secs(60),
+            "{name} {} never took its lock {}",
+            args[0],
+            lock.display()
+        );
         std::thread::sleep(std::time::Duration::from_millis(10));
     }
     child
@@ -164,7 +175,10 @@ impl Micro {
         m.write_tasks();
         std::fs::write(
             w.join("eval.toml"),
-            format!("tasks = \"{}\"\nseed = 1\nshots = 0\nmax_examples = 24\nbatch_tokens = 2048\n", w.join("tasks").display()),
+            format!(
+                "tasks = \"{}\"\nseed = 1\nshots = 0\nmax_examples = 24\nbatch_tokens = 2048\n",
+                w.join("tasks").display()
+            ),
         )
         .unwrap();
         m
@@ -237,12 +251,16 @@ val_windows = 4
             let wrong1 = words[at + 300..at + 302].join(" ");
             let wrong2 = words[at + 600..at + 602].join(" ");
             let ch = |c: &str| serde_json::json!({"context": ctx, "continuation": format!(" {c}")});
-            mc += &format!("{}\n", serde_json::json!({"id": format!("mc/{i}"), "choices": [ch(&gold), ch(&wrong1), ch(&wrong2)], "gold": 0}));
+            mc += &format!(
+                "{}\n",
+                serde_json::json!({"id": format!("mc/{i}"), "choices": [ch(&gold), ch(&wrong1), ch(&wrong2)], "gold": 0})
+            );
             let s: Vec<&str> = words[at..at + 6].to_vec();
             let mut t = s.clone();
             t.swap(2, 3);
             let p = |x: &[&str]| serde_json::json!({"context": "", "continuation": x.join(" ")});
-            pairs += &format!("{}\n", serde_json::json!({"id": format!("pair/{i}"), "choices": [p(&s), p(&t)], "gold": 0}));
+            pairs +=
+                &format!("{}\n", serde_json::json!({"id": format!("pair/{i}"), "choices": [p(&s), p(&t)], "gold": 0}));
         }
         self.set_task("mc", "multiple_choice", &mc, 1.0 / 3.0);
         self.set_task("pair", "minimal_pair", &pairs, 0.5);
@@ -254,7 +272,8 @@ val_windows = 4
         let file = format!("{name}.jsonl");
         std::fs::write(dir.join(&file), jsonl).unwrap();
         let mpath = dir.join("manifest.json");
-        let mut m: Vec<serde_json::Value> = std::fs::read_to_string(&mpath).ok().and_then(|t| serde_json::from_str(&t).ok()).unwrap_or_default();
+        let mut m: Vec<serde_json::Value> =
+            std::fs::read_to_string(&mpath).ok().and_then(|t| serde_json::from_str(&t).ok()).unwrap_or_default();
         m.retain(|e| e["name"] != name);
         m.push(serde_json::json!({
             "name": name, "kind": kind, "file": file, "sha256": output::sha256_hex(jsonl.as_bytes()),
@@ -265,10 +284,23 @@ val_windows = 4
 
     /// Trains the run `<name>` into `out` (and the tokenizer on first use).
     pub fn train(&self, name: &str, out: &Path) -> Output {
-        exec("lm", &["train", "--quiet", "--config", &self.s(&format!("{name}.toml")), "--out", &out.display().to_string()])
+        exec(
+            "lm",
+            &["train", "--quiet", "--config", &self.s(&format!("{name}.toml")), "--out", &out.display().to_string()],
+        )
     }
 
     pub fn eval(&self, run_dir: &Path) -> Output {
-        exec("lm", &["eval", "--quiet", "--checkpoints", &run_dir.join("checkpoints").display().to_string(), "--config", &self.s("eval.toml")])
+        exec(
+            "lm",
+            &[
+                "eval",
+                "--quiet",
+                "--checkpoints",
+                &run_dir.join("checkpoints").display().to_string(),
+                "--config",
+                &self.s("eval.toml"),
+            ],
+        )
     }
 }

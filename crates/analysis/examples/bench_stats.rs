@@ -6,23 +6,40 @@
 //! `just bench`'s row (every core against one thread) to runs/bench/stats.summary.json.
 
 use analysis::{analyse, Options};
+use output::bench::{Reference, Row, Spread};
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
-use output::bench::{Reference, Row, Spread};
 use records::ExampleRecord;
 use std::time::Instant;
 
 fn main() -> anyhow::Result<()> {
     let a: Vec<usize> = std::env::args().skip(1).map(|s| s.parse().unwrap()).collect();
-    let (n, m, reps) = (a.first().copied().unwrap_or(1000), a.get(1).copied().unwrap_or(41), a.get(2).copied().unwrap_or(5));
+    let (n, m, reps) =
+        (a.first().copied().unwrap_or(1000), a.get(1).copied().unwrap_or(41), a.get(2).copied().unwrap_or(5));
     let mut rng = ChaCha8Rng::seed_from_u64(3);
     let mut rows = Vec::with_capacity(n * m);
     for e in 0..n {
         let base: f64 = rng.gen_range(-2.0..2.0);
         for t in 0..m {
-            let ll: Vec<f64> = (0..4).map(|o| -10.0 - rng.gen::<f64>() + if o == 0 { base + t as f64 * 0.01 } else { 0.0 }).collect();
+            let ll: Vec<f64> =
+                (0..4).map(|o| -10.0 - rng.gen::<f64>() + if o == 0 { base + t as f64 * 0.01 } else { 0.0 }).collect();
             let p = records::argmax(&ll) as u32;
-            rows.push(ExampleRecord { step: 10 * t as u64, task: "bench".into(), example_id: format!("bench/{e}"), gold: 0, predicted: p, predicted_norm: p, correct: p == 0, correct_norm: p == 0, logliks: ll, lengths_chars: vec![10; 4], lengths_tokens: vec![3; 4], lengths_bytes: vec![11; 4], gold_is_greedy: false, output: p.to_string() });
+            rows.push(ExampleRecord {
+                step: 10 * t as u64,
+                task: "bench".into(),
+                example_id: format!("bench/{e}"),
+                gold: 0,
+                predicted: p,
+                predicted_norm: p,
+                correct: p == 0,
+                correct_norm: p == 0,
+                logliks: ll,
+                lengths_chars: vec![10; 4],
+                lengths_tokens: vec![3; 4],
+                lengths_bytes: vec![11; 4],
+                gold_is_greedy: false,
+                output: p.to_string(),
+            });
         }
     }
     let tasks = records::summarise(&rows)?;
@@ -56,6 +73,11 @@ fn main() -> anyhow::Result<()> {
         bound: None,
         goal: None,
     };
-    output::bench::write_summary(std::path::Path::new("runs/bench"), "stats", &[row], serde_json::json!({"bootstrap": opts.bootstrap, "null_draws": opts.noise_sims, "splits": opts.splits}))?;
+    output::bench::write_summary(
+        std::path::Path::new("runs/bench"),
+        "stats",
+        &[row],
+        serde_json::json!({"bootstrap": opts.bootstrap, "null_draws": opts.noise_sims, "splits": opts.splits}),
+    )?;
     Ok(())
 }

@@ -96,7 +96,9 @@ pub fn decide(estimate: f64, low: f64, high: f64, side: Side, threshold: f64, se
         Side::Below if low > threshold => Verdict::DoesNotHold,
         _ => Verdict::Inconclusive,
     };
-    let n_needed = (verdict == Verdict::Inconclusive).then(|| n_for_power(estimate - threshold, se, n.max(1), 1.0 - FAMILY_LEVEL, 0.8)).flatten();
+    let n_needed = (verdict == Verdict::Inconclusive)
+        .then(|| n_for_power(estimate - threshold, se, n.max(1), 1.0 - FAMILY_LEVEL, 0.8))
+        .flatten();
     Decided { estimate, low, high, verdict, n_needed }
 }
 
@@ -125,12 +127,19 @@ fn combine(ds: &[(Metric, Decided)]) -> Verdict {
 }
 
 fn metric_list(ds: &[(Metric, Decided)]) -> String {
-    ds.iter().map(|(m, d)| format!("{} {:+.4} [{:+.4}, {:+.4}] {}", m.name(), d.estimate, d.low, d.high, d.verdict.label())).collect::<Vec<_>>().join("; ")
+    ds.iter()
+        .map(|(m, d)| format!("{} {:+.4} [{:+.4}, {:+.4}] {}", m.name(), d.estimate, d.low, d.high, d.verdict.label()))
+        .collect::<Vec<_>>()
+        .join("; ")
 }
 
 /// The tasks the pooled claims use: final accuracy above chance.
 pub fn headline_tasks(tm: &[TaskMetrics]) -> Vec<String> {
-    let mut t: Vec<String> = tm.iter().filter(|m| m.window == "final" && m.metric == "acc" && m.above_chance == Some(true)).map(|m| m.task.clone()).collect();
+    let mut t: Vec<String> = tm
+        .iter()
+        .filter(|m| m.window == "final" && m.metric == "acc" && m.above_chance == Some(true))
+        .map(|m| m.task.clone())
+        .collect();
     t.sort();
     t.dedup();
     t
@@ -140,19 +149,59 @@ fn rows<'a>(tm: &'a [TaskMetrics], tasks: &[String], window: &str) -> Vec<&'a Ta
     tasks.iter().filter_map(|t| tm.iter().find(|m| &m.task == t && m.window == window && m.metric == "acc")).collect()
 }
 
-fn claim_from(id: &'static str, claim: &'static str, rule: String, d: Decided, detail: String, command: &'static str) -> Claim {
-    Claim { id, claim, rule, estimate: d.estimate, ci_low: d.low, ci_high: d.high, verdict: d.verdict, n_needed: d.n_needed, detail, command }
+fn claim_from(
+    id: &'static str,
+    claim: &'static str,
+    rule: String,
+    d: Decided,
+    detail: String,
+    command: &'static str,
+) -> Claim {
+    Claim {
+        id,
+        claim,
+        rule,
+        estimate: d.estimate,
+        ci_low: d.low,
+        ci_high: d.high,
+        verdict: d.verdict,
+        n_needed: d.n_needed,
+        detail,
+        command,
+    }
 }
 
 fn from_pool(values: &[(f64, f64)], side: Side, threshold: f64, n: usize) -> Decided {
     match pool(values) {
         Some((e, lo, hi, se)) => decide(e, lo, hi, side, threshold, se, n),
-        None => Decided { estimate: f64::NAN, low: f64::NAN, high: f64::NAN, verdict: Verdict::Inconclusive, n_needed: None },
+        None => Decided {
+            estimate: f64::NAN,
+            low: f64::NAN,
+            high: f64::NAN,
+            verdict: Verdict::Inconclusive,
+            n_needed: None,
+        },
     }
 }
 
-fn pooled_diff<'a>(diffs: &'a [DifferenceRow], metric: Metric, stat: &str, method: &str, k: usize, baseline: &str, baseline_k: usize) -> Option<&'a DifferenceRow> {
-    diffs.iter().find(|d| d.task == "pooled" && d.metric == metric.name() && d.statistic == stat && d.method == method && d.k == k && d.baseline == baseline && d.baseline_k == baseline_k)
+fn pooled_diff<'a>(
+    diffs: &'a [DifferenceRow],
+    metric: Metric,
+    stat: &str,
+    method: &str,
+    k: usize,
+    baseline: &str,
+    baseline_k: usize,
+) -> Option<&'a DifferenceRow> {
+    diffs.iter().find(|d| {
+        d.task == "pooled"
+            && d.metric == metric.name()
+            && d.statistic == stat
+            && d.method == method
+            && d.k == k
+            && d.baseline == baseline
+            && d.baseline_k == baseline_k
+    })
 }
 
 fn from_diff(d: Option<&DifferenceRow>, side: Side) -> Option<Decided> {
@@ -162,17 +211,41 @@ fn from_diff(d: Option<&DifferenceRow>, side: Side) -> Option<Decided> {
 
 /// A claim on paired differences over several metrics (and optionally the flip rate).
 #[allow(clippy::too_many_arguments)]
-fn diff_claim(id: &'static str, claim: &'static str, diffs: &[DifferenceRow], stat: &str, metrics: &[Metric], method: &str, k: usize, baseline: &str, baseline_k: usize, side: Side, command: &'static str) -> Claim {
-    let ds: Vec<(Metric, Decided)> = metrics.iter().filter_map(|&m| Some((m, from_diff(pooled_diff(diffs, m, stat, method, k, baseline, baseline_k), side)?))).collect();
+fn diff_claim(
+    id: &'static str,
+    claim: &'static str,
+    diffs: &[DifferenceRow],
+    stat: &str,
+    metrics: &[Metric],
+    method: &str,
+    k: usize,
+    baseline: &str,
+    baseline_k: usize,
+    side: Side,
+    command: &'static str,
+) -> Claim {
+    let ds: Vec<(Metric, Decided)> = metrics
+        .iter()
+        .filter_map(|&m| Some((m, from_diff(pooled_diff(diffs, m, stat, method, k, baseline, baseline_k), side)?)))
+        .collect();
     let verdict = if ds.len() < metrics.len() { Verdict::Inconclusive } else { combine(&ds) };
-    let head = ds.first().map(|d| d.1.clone()).unwrap_or(Decided { estimate: f64::NAN, low: f64::NAN, high: f64::NAN, verdict, n_needed: None });
+    let head = ds.first().map(|d| d.1.clone()).unwrap_or(Decided {
+        estimate: f64::NAN,
+        low: f64::NAN,
+        high: f64::NAN,
+        verdict,
+        n_needed: None,
+    });
     let tasks = pooled_diff(diffs, metrics[0], stat, method, k, baseline, baseline_k).map_or(0, |d| d.tasks);
     let rel = if side == Side::Below { "<" } else { ">" };
     let n_needed = ds.iter().filter_map(|d| d.1.n_needed).max();
     Claim {
         id,
         claim,
-        rule: format!("{stat}({method} k={k}) - {stat}({baseline} k={baseline_k}) {rel} 0 on {}, pooled over {tasks} tasks", metrics.iter().map(|m| m.name()).collect::<Vec<_>>().join(", ")),
+        rule: format!(
+            "{stat}({method} k={k}) - {stat}({baseline} k={baseline_k}) {rel} 0 on {}, pooled over {tasks} tasks",
+            metrics.iter().map(|m| m.name()).collect::<Vec<_>>().join(", ")
+        ),
         estimate: head.estimate,
         ci_low: head.low,
         ci_high: head.high,
@@ -196,7 +269,13 @@ pub struct Windows {
 
 /// Every claim of the table, on the windows `windows`; `size` is the pooled Pythia size slope
 /// over models from `size_range.0` to `size_range.1` parameters.
-pub fn claims(tm: &[TaskMetrics], diffs: &[DifferenceRow], windows: Windows, size: Option<&Slope>, size_range: (f64, f64)) -> Vec<Claim> {
+pub fn claims(
+    tm: &[TaskMetrics],
+    diffs: &[DifferenceRow],
+    windows: Windows,
+    size: Option<&Slope>,
+    size_range: (f64, f64),
+) -> Vec<Claim> {
     let k = windows.k;
     let tasks = headline_tasks(tm);
     let (fin, all) = (rows(tm, &tasks, "final"), rows(tm, &tasks, "all"));
@@ -204,35 +283,199 @@ pub fn claims(tm: &[TaskMetrics], diffs: &[DifferenceRow], windows: Windows, siz
     let detail = format!("{} tasks above chance: {}", tasks.len(), tasks.join(", "));
     let mut out = vec![];
 
-    let v: Vec<(f64, f64)> = fin.iter().filter_map(|m| Some((m.mtv_bias_corrected? - m.null_mtv?, m.mtv_se?))).collect();
-    out.push(claim_from("C1", "Task-level scores fluctuate beyond evaluation noise late in training", "final 20%, acc: bias-corrected MTV - MTV of the paired sign-flip null > 0, pooled".into(), from_pool(&v, Side::Above, 0.0, n), detail.clone(), "just figure fig1_scores"));
+    let v: Vec<(f64, f64)> =
+        fin.iter().filter_map(|m| Some((m.mtv_bias_corrected? - m.null_mtv?, m.mtv_se?))).collect();
+    out.push(claim_from(
+        "C1",
+        "Task-level scores fluctuate beyond evaluation noise late in training",
+        "final 20%, acc: bias-corrected MTV - MTV of the paired sign-flip null > 0, pooled".into(),
+        from_pool(&v, Side::Above, 0.0, n),
+        detail.clone(),
+        "just figure fig1_scores",
+    ));
 
-    let v: Vec<(f64, f64)> = all.iter().filter_map(|m| { let f = m.mean_flip_rate.filter(|f| *f > 0.0)?; Some((m.mtv / f, m.mtv_se? / f)) }).collect();
-    out.push(claim_from("C2", "Gains and losses of different examples cancel: task-level MTV is less than half the example flip rate", "all checkpoints, acc: task MTV / mean example flip rate < 0.5, pooled".into(), from_pool(&v, Side::Below, 0.5, n), detail.clone(), "just figure fig3_flip_rates"));
+    let v: Vec<(f64, f64)> = all
+        .iter()
+        .filter_map(|m| {
+            let f = m.mean_flip_rate.filter(|f| *f > 0.0)?;
+            Some((m.mtv / f, m.mtv_se? / f))
+        })
+        .collect();
+    out.push(claim_from(
+        "C2",
+        "Gains and losses of different examples cancel: task-level MTV is less than half the example flip rate",
+        "all checkpoints, acc: task MTV / mean example flip rate < 0.5, pooled".into(),
+        from_pool(&v, Side::Below, 0.5, n),
+        detail.clone(),
+        "just figure fig3_flip_rates",
+    ));
 
-    let v: Vec<(f64, f64)> = tasks.iter().filter_map(|t| {
-        let f = fin.iter().find(|m| &m.task == t)?;
-        let a = all.iter().find(|m| &m.task == t)?.mean_flip_rate.filter(|a| *a > 0.0)?;
-        Some((f.mean_flip_rate? / a, f.flip_rate_se? / a))
-    }).collect();
-    out.push(claim_from("C3", "Example-level fluctuation persists to the end of training", "acc: flip rate of the final 20% / flip rate over all checkpoints > 0.5, pooled".into(), from_pool(&v, Side::Above, 0.5, n), detail.clone(), "just figure fig2_example_heatmap"));
+    let v: Vec<(f64, f64)> = tasks
+        .iter()
+        .filter_map(|t| {
+            let f = fin.iter().find(|m| &m.task == t)?;
+            let a = all.iter().find(|m| &m.task == t)?.mean_flip_rate.filter(|a| *a > 0.0)?;
+            Some((f.mean_flip_rate? / a, f.flip_rate_se? / a))
+        })
+        .collect();
+    out.push(claim_from(
+        "C3",
+        "Example-level fluctuation persists to the end of training",
+        "acc: flip rate of the final 20% / flip rate over all checkpoints > 0.5, pooled".into(),
+        from_pool(&v, Side::Above, 0.5, n),
+        detail.clone(),
+        "just figure fig2_example_heatmap",
+    ));
 
-    let v: Vec<(f64, f64)> = all.iter().filter_map(|m| Some((m.selection_optimism?, m.selection_optimism_se?))).collect();
+    let v: Vec<(f64, f64)> =
+        all.iter().filter_map(|m| Some((m.selection_optimism?, m.selection_optimism_se?))).collect();
     out.push(claim_from("C4", "Picking the best checkpoint by its score overstates how good it is", "all checkpoints, acc: selection optimism (score on the half it was picked on - score on the other half, 200 stratified splits) > 0, pooled".into(), from_pool(&v, Side::Above, 0.0, n), detail.clone(), "target/release/analysis report RUN"));
 
     let every = &Metric::CLAIMS;
-    out.push(diff_claim("C5", "Checkpoint averaging lowers task-level fluctuation (MTV) on every metric", diffs, "mtv", every, "average", k, "single", 1, Side::Below, "just figure fig4_integration"));
-    out.push(diff_claim("C6", "Checkpoint ensembling lowers task-level fluctuation (MTV) on every metric", diffs, "mtv", every, "ensemble", k, "single", 1, Side::Below, "just figure fig4_integration"));
-    out.push(diff_claim("C7", "Averaging lowers MTV more than the smoothing baseline (k-moving average of single scores)", diffs, "mtv", every, "average", k, "smoothing", k, Side::Below, "just figure fig4_integration"));
-    out.push(diff_claim("C8", "Ensembling lowers MTV more than the smoothing baseline", diffs, "mtv", every, "ensemble", k, "smoothing", k, Side::Below, "just figure fig4_integration"));
+    out.push(diff_claim(
+        "C5",
+        "Checkpoint averaging lowers task-level fluctuation (MTV) on every metric",
+        diffs,
+        "mtv",
+        every,
+        "average",
+        k,
+        "single",
+        1,
+        Side::Below,
+        "just figure fig4_integration",
+    ));
+    out.push(diff_claim(
+        "C6",
+        "Checkpoint ensembling lowers task-level fluctuation (MTV) on every metric",
+        diffs,
+        "mtv",
+        every,
+        "ensemble",
+        k,
+        "single",
+        1,
+        Side::Below,
+        "just figure fig4_integration",
+    ));
+    out.push(diff_claim(
+        "C7",
+        "Averaging lowers MTV more than the smoothing baseline (k-moving average of single scores)",
+        diffs,
+        "mtv",
+        every,
+        "average",
+        k,
+        "smoothing",
+        k,
+        Side::Below,
+        "just figure fig4_integration",
+    ));
+    out.push(diff_claim(
+        "C8",
+        "Ensembling lowers MTV more than the smoothing baseline",
+        diffs,
+        "mtv",
+        every,
+        "ensemble",
+        k,
+        "smoothing",
+        k,
+        Side::Below,
+        "just figure fig4_integration",
+    ));
     let flips = [Metric::Acc, Metric::AccNorm];
-    out.push(diff_claim("C9", "Checkpoint averaging lowers example-level fluctuation (flip rate)", diffs, "flip_rate", &flips, "average", k, "single", 1, Side::Below, "just figure table2_stability"));
-    out.push(diff_claim("C10", "Checkpoint ensembling lowers example-level fluctuation (flip rate)", diffs, "flip_rate", &flips, "ensemble", k, "single", 1, Side::Below, "just figure table2_stability"));
-    out.push(diff_claim("C11", "Larger windows lower fluctuation further (ensembling, largest vs smallest k)", diffs, "mtv", every, "ensemble", k, "ensemble", windows.ensemble_small, Side::Below, "just figure fig5_window_size"));
-    out.push(diff_claim("C12", "Larger windows lower fluctuation further (averaging, largest vs smallest k)", diffs, "mtv", every, "average", k, "average", windows.average_small, Side::Below, "just figure fig5_window_size"));
-    out.push(diff_claim("C13", "Ensembling stabilises examples more than averaging (at k times the inference cost)", diffs, "flip_rate", &flips, "ensemble", k, "average", k, Side::Below, "just figure table2_stability"));
-    out.push(diff_claim("C14", "Averaging raises the mean score too", diffs, "mean_score", &flips, "average", k, "single", 1, Side::Above, "just figure table1_main_results"));
-    out.push(diff_claim("C15", "Ensembling raises the mean score too", diffs, "mean_score", &flips, "ensemble", k, "single", 1, Side::Above, "just figure table1_main_results"));
+    out.push(diff_claim(
+        "C9",
+        "Checkpoint averaging lowers example-level fluctuation (flip rate)",
+        diffs,
+        "flip_rate",
+        &flips,
+        "average",
+        k,
+        "single",
+        1,
+        Side::Below,
+        "just figure table2_stability",
+    ));
+    out.push(diff_claim(
+        "C10",
+        "Checkpoint ensembling lowers example-level fluctuation (flip rate)",
+        diffs,
+        "flip_rate",
+        &flips,
+        "ensemble",
+        k,
+        "single",
+        1,
+        Side::Below,
+        "just figure table2_stability",
+    ));
+    out.push(diff_claim(
+        "C11",
+        "Larger windows lower fluctuation further (ensembling, largest vs smallest k)",
+        diffs,
+        "mtv",
+        every,
+        "ensemble",
+        k,
+        "ensemble",
+        windows.ensemble_small,
+        Side::Below,
+        "just figure fig5_window_size",
+    ));
+    out.push(diff_claim(
+        "C12",
+        "Larger windows lower fluctuation further (averaging, largest vs smallest k)",
+        diffs,
+        "mtv",
+        every,
+        "average",
+        k,
+        "average",
+        windows.average_small,
+        Side::Below,
+        "just figure fig5_window_size",
+    ));
+    out.push(diff_claim(
+        "C13",
+        "Ensembling stabilises examples more than averaging (at k times the inference cost)",
+        diffs,
+        "flip_rate",
+        &flips,
+        "ensemble",
+        k,
+        "average",
+        k,
+        Side::Below,
+        "just figure table2_stability",
+    ));
+    out.push(diff_claim(
+        "C14",
+        "Averaging raises the mean score too",
+        diffs,
+        "mean_score",
+        &flips,
+        "average",
+        k,
+        "single",
+        1,
+        Side::Above,
+        "just figure table1_main_results",
+    ));
+    out.push(diff_claim(
+        "C15",
+        "Ensembling raises the mean score too",
+        diffs,
+        "mean_score",
+        &flips,
+        "ensemble",
+        k,
+        "single",
+        1,
+        Side::Above,
+        "just figure table1_main_results",
+    ));
 
     // the size claim: MTV at the largest size is at least half of that at the smallest
     let threshold = 0.5f64.ln() / (size_range.1 / size_range.0).ln();
@@ -244,7 +487,13 @@ pub fn claims(tm: &[TaskMetrics], diffs: &[DifferenceRow], windows: Windows, siz
             let se = h / zl;
             decide(s.slope, s.slope - zf * se, s.slope + zf * se, Side::Above, threshold, se, s.points)
         }
-        None => Decided { estimate: f64::NAN, low: f64::NAN, high: f64::NAN, verdict: Verdict::Inconclusive, n_needed: None },
+        None => Decided {
+            estimate: f64::NAN,
+            low: f64::NAN,
+            high: f64::NAN,
+            verdict: Verdict::Inconclusive,
+            n_needed: None,
+        },
     };
     out.push(claim_from("C16", "The fluctuation does not vanish with model size (Pythia 70M to 12B)", format!("pooled slope of ln(final-20% task MTV) on ln(parameters) > {threshold:.3} (the largest size keeps at least half the smallest's MTV)"), d, size.map_or(String::new(), |s| format!("{} points, t interval widened to the family level", s.points)), "just figure fig7_pythia"));
     out.iter_mut().filter(|c| c.id == "C16").for_each(|c| c.n_needed = None);
@@ -293,19 +542,53 @@ mod tests {
     const SIZES: (f64, f64) = (7e7, 1.2e10);
 
     fn task(task: &str, window: &str, above_chance: bool) -> TaskMetrics {
-        TaskMetrics { task: task.into(), window: window.into(), metric: "acc".into(), examples: Some(500), above_chance: Some(above_chance), ..Default::default() }
+        TaskMetrics {
+            task: task.into(),
+            window: window.into(),
+            metric: "acc".into(),
+            examples: Some(500),
+            above_chance: Some(above_chance),
+            ..Default::default()
+        }
     }
 
     /// Two tasks above chance with hand-picked final-stage and whole-run rows, one at chance and
     /// an acc_norm row that must not be read: the pooled estimates of C1-C4 by hand.
     fn hand_rows() -> Vec<TaskMetrics> {
         let mut rows = vec![];
-        for (name, bc, null, flip_final, mtv_all, flip_all, optimism) in [("a", 0.03, 0.01, 0.04, 0.02, 0.10, 0.01), ("b", 0.05, 0.02, 0.06, 0.03, 0.20, 0.03)] {
-            rows.push(TaskMetrics { mtv_bias_corrected: Some(bc), null_mtv: Some(null), mtv_se: Some(0.002), mean_flip_rate: Some(flip_final), flip_rate_se: Some(0.003), ..task(name, "final", true) });
-            rows.push(TaskMetrics { mtv: mtv_all, mtv_se: Some(0.002), mean_flip_rate: Some(flip_all), selection_optimism: Some(optimism), selection_optimism_se: Some(0.004), ..task(name, "all", true) });
+        for (name, bc, null, flip_final, mtv_all, flip_all, optimism) in
+            [("a", 0.03, 0.01, 0.04, 0.02, 0.10, 0.01), ("b", 0.05, 0.02, 0.06, 0.03, 0.20, 0.03)]
+        {
+            rows.push(TaskMetrics {
+                mtv_bias_corrected: Some(bc),
+                null_mtv: Some(null),
+                mtv_se: Some(0.002),
+                mean_flip_rate: Some(flip_final),
+                flip_rate_se: Some(0.003),
+                ..task(name, "final", true)
+            });
+            rows.push(TaskMetrics {
+                mtv: mtv_all,
+                mtv_se: Some(0.002),
+                mean_flip_rate: Some(flip_all),
+                selection_optimism: Some(optimism),
+                selection_optimism_se: Some(0.004),
+                ..task(name, "all", true)
+            });
         }
-        rows.push(TaskMetrics { mtv_bias_corrected: Some(0.9), null_mtv: Some(0.0), mtv_se: Some(0.002), ..task("c", "final", false) });
-        rows.push(TaskMetrics { metric: "acc_norm".into(), mtv_bias_corrected: Some(0.9), null_mtv: Some(0.0), mtv_se: Some(0.002), ..task("a", "final", true) });
+        rows.push(TaskMetrics {
+            mtv_bias_corrected: Some(0.9),
+            null_mtv: Some(0.0),
+            mtv_se: Some(0.002),
+            ..task("c", "final", false)
+        });
+        rows.push(TaskMetrics {
+            metric: "acc_norm".into(),
+            mtv_bias_corrected: Some(0.9),
+            null_mtv: Some(0.0),
+            mtv_se: Some(0.002),
+            ..task("a", "final", true)
+        });
         rows
     }
 
@@ -324,8 +607,21 @@ mod tests {
     fn pooled(metric: Metric, estimate: f64, se: f64) -> DifferenceRow {
         let h = family_z() * se;
         DifferenceRow {
-            task: "pooled".into(), tasks: 2, metric: metric.name().into(), statistic: "flip_rate".into(), method: "average".into(), k: 16, baseline: "single".into(), baseline_k: 1,
-            estimate, se, ci_low: estimate - 2.0 * se, ci_high: estimate + 2.0 * se, ci_low_family: estimate - h, ci_high_family: estimate + h, examples: 1000,
+            task: "pooled".into(),
+            tasks: 2,
+            metric: metric.name().into(),
+            statistic: "flip_rate".into(),
+            method: "average".into(),
+            k: 16,
+            baseline: "single".into(),
+            baseline_k: 1,
+            estimate,
+            se,
+            ci_low: estimate - 2.0 * se,
+            ci_high: estimate + 2.0 * se,
+            ci_low_family: estimate - h,
+            ci_high_family: estimate + h,
+            examples: 1000,
         }
     }
 
@@ -346,10 +642,23 @@ mod tests {
     fn the_size_claim_widens_the_slope_interval_to_the_family_level() {
         let (slope, se) = (-0.2, 0.05);
         let zl = z(0.975);
-        let s = Slope { slope, intercept: 0.0, se, ci_low: slope - zl * se, ci_high: slope + zl * se, level: 0.95, df: 30, points: 32, skipped: 0 };
+        let s = Slope {
+            slope,
+            intercept: 0.0,
+            se,
+            ci_low: slope - zl * se,
+            ci_high: slope + zl * se,
+            level: 0.95,
+            df: 30,
+            points: 32,
+            skipped: 0,
+        };
         let c16 = claims(&hand_rows(), &[], WINDOWS, Some(&s), SIZES).into_iter().find(|c| c.id == "C16").unwrap();
         let zf = family_z();
-        assert!((c16.ci_low - (slope - zf * se)).abs() < 1e-9 && (c16.ci_high - (slope + zf * se)).abs() < 1e-9, "{c16:?}");
+        assert!(
+            (c16.ci_low - (slope - zf * se)).abs() < 1e-9 && (c16.ci_high - (slope + zf * se)).abs() < 1e-9,
+            "{c16:?}"
+        );
         // threshold ln 0.5 / ln(1.2e10 / 7e7) = -0.135: the interval [-0.34, -0.06] straddles it
         assert_eq!(c16.verdict, Verdict::Inconclusive);
         assert_eq!(c16.n_needed, None);

@@ -122,7 +122,8 @@ fn subdirs(dir: &Path, prefix: &str) -> Result<Vec<(usize, PathBuf)>> {
 
 /// All variants found in a run folder.
 fn variants(run: &Path) -> Result<Vec<Variant>> {
-    let mut out = vec![load("single", 1, run.join("eval")).with_context(|| format!("{}: no eval/ tables; run `lm eval` first", run.display()))?];
+    let mut out = vec![load("single", 1, run.join("eval"))
+        .with_context(|| format!("{}: no eval/ tables; run `lm eval` first", run.display()))?];
     for (k, p) in subdirs(run, "eval-avg-k")? {
         out.push(load("average", k, p)?);
     }
@@ -169,7 +170,13 @@ fn per_example_mtv(v: ArrayView2<f64>) -> Vec<f64> {
     v.axis_iter(Axis(1)).map(|c| mtv(&c.to_vec()).unwrap_or(0.0)).collect()
 }
 
-fn compare_task(single_full: &Panel, trails: &[Trail], metric: Metric, ks: &[usize], opts: &Options) -> Option<TaskComparison> {
+fn compare_task(
+    single_full: &Panel,
+    trails: &[Trail],
+    metric: Metric,
+    ks: &[usize],
+    opts: &Options,
+) -> Option<TaskComparison> {
     let n = single_full.examples();
     let shared = &trails[0].panel.steps;
     let first = single_full.steps.binary_search(&shared[0]).ok()?;
@@ -197,19 +204,35 @@ fn compare_task(single_full: &Panel, trails: &[Trail], metric: Metric, ks: &[usi
             .map(|(i, v)| {
                 let s = bootstrap::resampled_scores(*v, idx).to_vec();
                 let mean_of = |x: &[f64]| idx.iter().map(|&e| x[e]).sum::<f64>() / idx.len() as f64;
-                Stats { mtv: mtv(&s).unwrap_or(0.0), final_score: s[m - 1], mean_score: s.iter().sum::<f64>() / m as f64, flip_rate: mean_of(&ex_mtv[i]), instability: ex_is[i].as_deref().map_or(f64::NAN, mean_of) }
+                Stats {
+                    mtv: mtv(&s).unwrap_or(0.0),
+                    final_score: s[m - 1],
+                    mean_score: s.iter().sum::<f64>() / m as f64,
+                    flip_rate: mean_of(&ex_mtv[i]),
+                    instability: ex_is[i].as_deref().map_or(f64::NAN, mean_of),
+                }
             })
             .collect();
         let s_full = bootstrap::resampled_scores(full, idx).to_vec();
         for &k in &smooth_ks {
             let ma = moving_average(&s_full[first + 1 - k..first + m], k);
-            out.push(Stats { mtv: mtv(&ma).unwrap_or(0.0), final_score: ma[m - 1], mean_score: ma.iter().sum::<f64>() / m as f64, flip_rate: f64::NAN, instability: f64::NAN });
+            out.push(Stats {
+                mtv: mtv(&ma).unwrap_or(0.0),
+                final_score: ma[m - 1],
+                mean_score: ma.iter().sum::<f64>() / m as f64,
+                flip_rate: f64::NAN,
+                instability: f64::NAN,
+            });
         }
         out
     };
     let all: Vec<usize> = (0..n).collect();
     let estimate = stats_of(&all);
-    let draws: Vec<Vec<Stats>> = bootstrap::draws(n, opts.bootstrap, crate::seed_for(opts.seed, &single_full.task, "compare")).par_iter().map(|idx| stats_of(idx)).collect();
+    let draws: Vec<Vec<Stats>> =
+        bootstrap::draws(n, opts.bootstrap, crate::seed_for(opts.seed, &single_full.task, "compare"))
+            .par_iter()
+            .map(|idx| stats_of(idx))
+            .collect();
     let mut labels: Vec<(&'static str, usize)> = trails.iter().map(|t| (t.method, t.k)).collect();
     labels.extend(smooth_ks.iter().map(|&k| ("smoothing", k)));
     let mut has_examples = vec![true; trails.len()];
@@ -222,7 +245,11 @@ fn compare_task(single_full: &Panel, trails: &[Trail], metric: Metric, ks: &[usi
         .map(|(v, t)| {
             metric.is_binary().then(|| {
                 let strata: Vec<u32> = (0..n).map(|e| 2 * t.panel.gold[e] + u32::from(v[[m - 1, e]] > 0.5)).collect();
-                let seed = crate::seed_for(opts.seed, &format!("{}/{}/{}/{}", single_full.task, metric.name(), t.method, t.k), "compare-selection");
+                let seed = crate::seed_for(
+                    opts.seed,
+                    &format!("{}/{}/{}/{}", single_full.task, metric.name(), t.method, t.k),
+                    "compare-selection",
+                );
                 crate::selection::selection(*v, &strata, opts.splits, opts.bootstrap.min(200), 10, seed)
             })
         })
@@ -232,7 +259,10 @@ fn compare_task(single_full: &Panel, trails: &[Trail], metric: Metric, ks: &[usi
     let acc = single_full.values(Metric::Acc)?;
     let last = single_full.steps.len() - 1;
     // the same draws as `analysis report`'s final-score interval, so both name the same tasks
-    let fin: Vec<f64> = bootstrap::draws(n, opts.bootstrap, crate::seed_for(opts.seed, &single_full.task, "bootstrap")).iter().map(|idx| bootstrap::resampled_scores(acc, idx)[last]).collect();
+    let fin: Vec<f64> = bootstrap::draws(n, opts.bootstrap, crate::seed_for(opts.seed, &single_full.task, "bootstrap"))
+        .iter()
+        .map(|idx| bootstrap::resampled_scores(acc, idx)[last])
+        .collect();
     let observed = single_full.scores(Metric::Acc)?[last];
     let above_chance = bootstrap::interval(observed, &fin, LEVEL, f64::NEG_INFINITY).low > single_full.chance;
     Some(TaskComparison { labels, estimate, draws, has_examples, selection, above_chance, examples: n })
@@ -244,7 +274,12 @@ fn sd(x: &[f64]) -> f64 {
 }
 
 type Pick = fn(&Stats) -> f64;
-const STATISTICS: [(&str, Pick); 4] = [("mtv", |s| s.mtv), ("flip_rate", |s| s.flip_rate), ("instability", |s| s.instability), ("mean_score", |s| s.mean_score)];
+const STATISTICS: [(&str, Pick); 4] = [
+    ("mtv", |s| s.mtv),
+    ("flip_rate", |s| s.flip_rate),
+    ("instability", |s| s.instability),
+    ("mean_score", |s| s.mean_score),
+];
 
 /// The pairs of (method, baseline) that the figures and claims read.
 fn pairs(labels: &[(&'static str, usize)]) -> Vec<(usize, usize)> {
@@ -278,7 +313,16 @@ fn pairs(labels: &[(&'static str, usize)]) -> Vec<(usize, usize)> {
     out
 }
 
-fn difference(task: &str, tasks: usize, metric: Metric, stat: &str, labels: (&(&str, usize), &(&str, usize)), estimate: f64, draws: &[f64], examples: usize) -> Option<DifferenceRow> {
+fn difference(
+    task: &str,
+    tasks: usize,
+    metric: Metric,
+    stat: &str,
+    labels: (&(&str, usize), &(&str, usize)),
+    estimate: f64,
+    draws: &[f64],
+    examples: usize,
+) -> Option<DifferenceRow> {
     if !estimate.is_finite() || draws.iter().any(|d| !d.is_finite()) {
         return None;
     }
@@ -323,7 +367,10 @@ pub fn compare(run: &Path, opts: &Options) -> Result<(Vec<StabilityRow>, Vec<Dif
     let panels: Vec<BTreeMap<String, Panel>> = vs.iter().map(|v| Panel::all(&v.examples)).collect::<Result<_>>()?;
     let (mut rows, mut diffs) = (Vec::new(), Vec::new());
     // per (metric, statistic, method pair): the per-task draws of the tasks above chance
-    let mut pooled: BTreeMap<(Metric, &str, (&'static str, usize), (&'static str, usize)), (Vec<f64>, Vec<Vec<f64>>, usize)> = BTreeMap::new();
+    let mut pooled: BTreeMap<
+        (Metric, &str, (&'static str, usize), (&'static str, usize)),
+        (Vec<f64>, Vec<Vec<f64>>, usize),
+    > = BTreeMap::new();
     for task in &tasks {
         let Some(single_full) = panels[0].get(task) else { continue };
         let trails: Vec<Trail> = vs
@@ -346,7 +393,8 @@ pub fn compare(run: &Path, opts: &Options) -> Result<(Vec<StabilityRow>, Vec<Dif
                 let pick = |f: Pick| -> Vec<f64> { c.draws.iter().map(|d| f(&d[i])).collect() };
                 let e = &c.estimate[i];
                 let mi = bootstrap::interval(e.mtv, &pick(|s| s.mtv), LEVEL, 0.0);
-                let fi = c.has_examples[i].then(|| bootstrap::interval(e.flip_rate, &pick(|s| s.flip_rate), LEVEL, 0.0));
+                let fi =
+                    c.has_examples[i].then(|| bootstrap::interval(e.flip_rate, &pick(|s| s.flip_rate), LEVEL, 0.0));
                 rows.push(StabilityRow {
                     task: task.clone(),
                     metric: metric.name().into(),
@@ -376,7 +424,9 @@ pub fn compare(run: &Path, opts: &Options) -> Result<(Vec<StabilityRow>, Vec<Dif
                 for (stat, f) in STATISTICS {
                     let d: Vec<f64> = c.draws.iter().map(|x| f(&x[a]) - f(&x[b])).collect();
                     let est = f(&c.estimate[a]) - f(&c.estimate[b]);
-                    if let Some(row) = difference(task, 1, metric, stat, (&c.labels[a], &c.labels[b]), est, &d, c.examples) {
+                    if let Some(row) =
+                        difference(task, 1, metric, stat, (&c.labels[a], &c.labels[b]), est, &d, c.examples)
+                    {
                         if c.above_chance {
                             let p = pooled.entry((metric, stat, c.labels[a], c.labels[b])).or_default();
                             p.0.push(est);
@@ -392,11 +442,15 @@ pub fn compare(run: &Path, opts: &Options) -> Result<(Vec<StabilityRow>, Vec<Dif
     for ((metric, stat, a, b), (est, draws, examples)) in pooled {
         let t = est.len() as f64;
         let mean_draws: Vec<f64> = (0..draws[0].len()).map(|j| draws.iter().map(|d| d[j]).sum::<f64>() / t).collect();
-        if let Some(row) = difference("pooled", est.len(), metric, stat, (&a, &b), est.iter().sum::<f64>() / t, &mean_draws, examples) {
+        if let Some(row) =
+            difference("pooled", est.len(), metric, stat, (&a, &b), est.iter().sum::<f64>() / t, &mean_draws, examples)
+        {
             diffs.push(row);
         }
     }
-    let order = |m: &str| ["single", "smoothing", "average", "ensemble", "ensemble_vote"].iter().position(|x| *x == m).unwrap_or(9);
+    let order = |m: &str| {
+        ["single", "smoothing", "average", "ensemble", "ensemble_vote"].iter().position(|x| *x == m).unwrap_or(9)
+    };
     rows.sort_by(|a, b| (&a.task, &a.metric, order(&a.method), a.k).cmp(&(&b.task, &b.metric, order(&b.method), b.k)));
     Ok((rows, diffs, vs.into_iter().map(|v| v.dir).collect()))
 }
@@ -412,7 +466,12 @@ fn ci(lo: Option<f64>, hi: Option<f64>) -> String {
 pub fn render(rows: &[StabilityRow], metric: &str) -> String {
     let mut s = String::new();
     writeln!(s, "metric: {metric}").unwrap();
-    writeln!(s, "{:<21} {:<13} {:>3} {:>5} {:>7} {:>7} {:>6} {:>15} {:>6} {:>15} {:>6} {:>5}", "task", "method", "k", "ckpts", "final", "mean", "MTV", "MTV 95% CI", "flip", "flip 95% CI", "IS", "cost").unwrap();
+    writeln!(
+        s,
+        "{:<21} {:<13} {:>3} {:>5} {:>7} {:>7} {:>6} {:>15} {:>6} {:>15} {:>6} {:>5}",
+        "task", "method", "k", "ckpts", "final", "mean", "MTV", "MTV 95% CI", "flip", "flip 95% CI", "IS", "cost"
+    )
+    .unwrap();
     for r in rows.iter().filter(|r| r.metric == metric) {
         writeln!(
             s,
@@ -438,10 +497,27 @@ pub fn render(rows: &[StabilityRow], metric: &str) -> String {
 /// The pooled differences, as printed.
 pub fn render_differences(diffs: &[DifferenceRow]) -> String {
     let mut s = String::new();
-    writeln!(s, "paired differences, pooled over the tasks above chance (95% CI; family-wise CI for the claims)").unwrap();
-    writeln!(s, "{:<13} {:<11} {:<20} {:<16} {:>8} {:>19} {:>19}", "metric", "statistic", "method", "baseline", "diff", "95% CI", "family CI").unwrap();
+    writeln!(s, "paired differences, pooled over the tasks above chance (95% CI; family-wise CI for the claims)")
+        .unwrap();
+    writeln!(
+        s,
+        "{:<13} {:<11} {:<20} {:<16} {:>8} {:>19} {:>19}",
+        "metric", "statistic", "method", "baseline", "diff", "95% CI", "family CI"
+    )
+    .unwrap();
     for d in diffs.iter().filter(|d| d.task == "pooled" && (d.statistic == "mtv" || d.statistic == "flip_rate")) {
-        writeln!(s, "{:<13} {:<11} {:<20} {:<16} {:>+8.4} {:>19} {:>19}", d.metric, d.statistic, format!("{} k={}", d.method, d.k), format!("{} k={}", d.baseline, d.baseline_k), d.estimate, format!("[{:+.4}, {:+.4}]", d.ci_low, d.ci_high), format!("[{:+.4}, {:+.4}]", d.ci_low_family, d.ci_high_family)).unwrap();
+        writeln!(
+            s,
+            "{:<13} {:<11} {:<20} {:<16} {:>+8.4} {:>19} {:>19}",
+            d.metric,
+            d.statistic,
+            format!("{} k={}", d.method, d.k),
+            format!("{} k={}", d.baseline, d.baseline_k),
+            d.estimate,
+            format!("[{:+.4}, {:+.4}]", d.ci_low, d.ci_high),
+            format!("[{:+.4}, {:+.4}]", d.ci_low_family, d.ci_high_family)
+        )
+        .unwrap();
     }
     s
 }

@@ -30,7 +30,8 @@ pub enum Metric {
 }
 
 impl Metric {
-    pub const ALL: [Metric; 6] = [Metric::Acc, Metric::AccNorm, Metric::GoldLogprob, Metric::GoldProb, Metric::Margin, Metric::BitsPerByte];
+    pub const ALL: [Metric; 6] =
+        [Metric::Acc, Metric::AccNorm, Metric::GoldLogprob, Metric::GoldProb, Metric::Margin, Metric::BitsPerByte];
     /// The metrics the claims are checked on ("every metric" of the claims table).
     pub const CLAIMS: [Metric; 4] = [Metric::Acc, Metric::AccNorm, Metric::GoldLogprob, Metric::Margin];
 
@@ -69,7 +70,8 @@ impl Metric {
                 Some((ll[g] - max).exp() / z)
             }
             Metric::Margin if ll.len() > 1 => {
-                let other = ll.iter().enumerate().filter(|(j, _)| *j != g).map(|(_, l)| *l).fold(f64::NEG_INFINITY, f64::max);
+                let other =
+                    ll.iter().enumerate().filter(|(j, _)| *j != g).map(|(_, l)| *l).fold(f64::NEG_INFINITY, f64::max);
                 Some(ll[g] - other)
             }
             Metric::BitsPerByte => match r.lengths_bytes.get(g) {

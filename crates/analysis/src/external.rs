@@ -16,7 +16,8 @@ use crate::trend::Slope;
 use crate::TaskMetrics;
 
 /// The tasks of the Pythia results that every size has an accuracy for (as `just pythia`).
-pub const PYTHIA_TASKS: [&str; 8] = ["arc_easy", "arc_challenge", "piqa", "sciq", "winogrande", "lambada_openai", "logiqa", "wsc"];
+pub const PYTHIA_TASKS: [&str; 8] =
+    ["arc_easy", "arc_challenge", "piqa", "sciq", "winogrande", "lambada_openai", "logiqa", "wsc"];
 
 /// How many of [`PYTHIA_TASKS`] (the first ones) enter the pooled size trend: logiqa and wsc,
 /// with n of 651 and 273, are fitted and reported but not pooled.
@@ -64,9 +65,15 @@ pub fn pythia_models(dir: &Path) -> Result<Vec<PythiaModel>> {
         let Some(params) = pythia_params(&name) else {
             continue;
         };
-        let mut files: Vec<PathBuf> = std::fs::read_dir(&d)?.filter_map(|e| e.ok().map(|e| e.path())).filter(|p| p.extension().is_some_and(|e| e == "json")).collect();
+        let mut files: Vec<PathBuf> = std::fs::read_dir(&d)?
+            .filter_map(|e| e.ok().map(|e| e.path()))
+            .filter(|p| p.extension().is_some_and(|e| e == "json"))
+            .collect();
         files.sort();
-        let rows: Vec<TaskRecord> = records::harness::read_results_dir(&d)?.into_iter().filter(|r| PYTHIA_TASKS.contains(&r.task.as_str())).collect();
+        let rows: Vec<TaskRecord> = records::harness::read_results_dir(&d)?
+            .into_iter()
+            .filter(|r| PYTHIA_TASKS.contains(&r.task.as_str()))
+            .collect();
         for t in PYTHIA_TASKS {
             if !rows.iter().any(|r| r.task == t) {
                 bail!("{}: no results for {t}", d.display());
@@ -75,7 +82,13 @@ pub fn pythia_models(dir: &Path) -> Result<Vec<PythiaModel>> {
         let (metrics, _) = crate::analyse(&rows, &[], &crate::Options::default())?;
         let last = PYTHIA_TASKS
             .iter()
-            .map(|t| metrics.iter().find(|r| r.task == *t && r.window == "final" && r.metric == "acc").cloned().with_context(|| format!("{}: no final-stage metrics for {t}", d.display())))
+            .map(|t| {
+                metrics
+                    .iter()
+                    .find(|r| r.task == *t && r.window == "final" && r.metric == "acc")
+                    .cloned()
+                    .with_context(|| format!("{}: no final-stage metrics for {t}", d.display()))
+            })
             .collect::<Result<_>>()?;
         models.push(PythiaModel { name: name.trim_end_matches("-deduped").to_string(), params, rows, last, files });
     }
@@ -98,7 +111,8 @@ pub struct SizeTrend {
 pub fn size_trend(models: &[PythiaModel]) -> SizeTrend {
     let x: Vec<f64> = models.iter().map(|m| m.params).collect();
     let ys: Vec<Vec<f64>> = (0..PYTHIA_TASKS.len()).map(|t| models.iter().map(|m| m.last[t].mtv).collect()).collect();
-    let per_task = PYTHIA_TASKS.iter().zip(&ys).map(|(t, y)| (t.to_string(), crate::trend::loglog(&x, y, 0.95))).collect();
+    let per_task =
+        PYTHIA_TASKS.iter().zip(&ys).map(|(t, y)| (t.to_string(), crate::trend::loglog(&x, y, 0.95))).collect();
     let groups: Vec<(&[f64], &[f64])> = ys[..POOLED_TASKS].iter().map(|y| (x.as_slice(), y.as_slice())).collect();
     SizeTrend {
         per_task,
@@ -145,7 +159,13 @@ pub fn snr_rows(models: &[PythiaModel]) -> Vec<SnrRow> {
             let Some(windows) = windows else { continue };
             let refs: Vec<&[f64]> = windows.iter().map(Vec::as_slice).collect();
             if let Some(snr) = crate::snr::snr(&refs) {
-                out.push(SnrRow { task: task.to_string(), metric, snr, sizes: models.len(), mean_final_mtv: (!norm).then_some(mtv) });
+                out.push(SnrRow {
+                    task: task.to_string(),
+                    metric,
+                    snr,
+                    sizes: models.len(),
+                    mean_final_mtv: (!norm).then_some(mtv),
+                });
             }
         }
     }
@@ -160,14 +180,28 @@ pub fn render(models: &[PythiaModel]) -> String {
     writeln!(s, "{} sizes: {}", models.len(), names.join(", ")).unwrap();
     let snr = snr_rows(models);
     let trend = size_trend(models);
-    writeln!(s, "{:<16} {:>8} {:>8} {:>7} {:>8} {:>8} {:>7} {:>8} {:>18} {:>7}", "task", "acc sig", "noise", "SNR", "norm sig", "noise", "SNR", "slope", "slope 95% CI", "pooled").unwrap();
+    writeln!(
+        s,
+        "{:<16} {:>8} {:>8} {:>7} {:>8} {:>8} {:>7} {:>8} {:>18} {:>7}",
+        "task", "acc sig", "noise", "SNR", "norm sig", "noise", "SNR", "slope", "slope 95% CI", "pooled"
+    )
+    .unwrap();
     for (i, (task, slope)) in trend.per_task.iter().enumerate() {
         let cell = |metric: &str| match snr.iter().find(|r| &r.task == task && r.metric == metric) {
             Some(r) => format!("{:>8.3} {:>8.4} {:>7.1}", r.snr.signal, r.snr.noise, r.snr.snr),
             None => format!("{:>8} {:>8} {:>7}", "-", "-", "-"),
         };
-        let sl = slope.as_ref().map_or(format!("{:>8} {:>18}", "-", "-"), |s| format!("{:>+8.3} {:>18}", s.slope, format!("[{:+.3}, {:+.3}]", s.ci_low, s.ci_high)));
-        writeln!(s, "{task:<16} {} {} {sl} {:>7}", cell("acc"), cell("acc_norm"), if i < POOLED_TASKS { "yes" } else { "no" }).unwrap();
+        let sl = slope.as_ref().map_or(format!("{:>8} {:>18}", "-", "-"), |s| {
+            format!("{:>+8.3} {:>18}", s.slope, format!("[{:+.3}, {:+.3}]", s.ci_low, s.ci_high))
+        });
+        writeln!(
+            s,
+            "{task:<16} {} {} {sl} {:>7}",
+            cell("acc"),
+            cell("acc_norm"),
+            if i < POOLED_TASKS { "yes" } else { "no" }
+        )
+        .unwrap();
     }
     if let Some(p) = &trend.pooled {
         writeln!(s, "pooled slope (task fixed effects, {} points): {:+.3} [{:+.3}, {:+.3}]; the largest size keeps {:.2}x the smallest's MTV", p.points, p.slope, p.ci_low, p.ci_high, (trend.largest / trend.smallest).powf(p.slope)).unwrap();

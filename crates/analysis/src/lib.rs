@@ -63,7 +63,15 @@ pub struct Options {
 
 impl Default for Options {
     fn default() -> Self {
-        Options { final_fraction: 0.2, final_from: None, bootstrap: 1000, noise_sims: 2000, splits: 200, seed: 1234, use_acc_norm: false }
+        Options {
+            final_fraction: 0.2,
+            final_from: None,
+            bootstrap: 1000,
+            noise_sims: 2000,
+            splits: 200,
+            seed: 1234,
+            use_acc_norm: false,
+        }
     }
 }
 
@@ -166,7 +174,6 @@ pub struct ExampleMetrics {
     pub final_correct: bool,
 }
 
-
 fn mean(x: &[f64]) -> f64 {
     x.iter().sum::<f64>() / x.len() as f64
 }
@@ -256,7 +263,11 @@ pub fn windows(steps: &[u64], opts: &Options) -> [(&'static str, std::ops::Range
 }
 
 /// Analyses a run. `examples` may be empty (task level only).
-pub fn analyse(tasks: &[TaskRecord], examples: &[records::ExampleRecord], opts: &Options) -> Result<(Vec<TaskMetrics>, Vec<ExampleMetrics>)> {
+pub fn analyse(
+    tasks: &[TaskRecord],
+    examples: &[records::ExampleRecord],
+    opts: &Options,
+) -> Result<(Vec<TaskMetrics>, Vec<ExampleMetrics>)> {
     let mut by_task: BTreeMap<&str, Vec<&TaskRecord>> = BTreeMap::new();
     for r in tasks {
         by_task.entry(&r.task).or_default().push(r);
@@ -291,15 +302,28 @@ pub fn analyse(tasks: &[TaskRecord], examples: &[records::ExampleRecord], opts: 
 /// Trails without per-example data: the scores, and the independent-binomial bound on noise.
 fn task_level_only(task: &str, rows: &[&TaskRecord], opts: &Options, out: &mut Vec<TaskMetrics>) {
     let steps: Vec<u64> = rows.iter().map(|r| r.step).collect();
-    let mut series = vec![(Metric::Acc, rows.iter().map(|r| r.acc).collect::<Vec<f64>>(), rows.iter().map(|r| r.acc_stderr).collect::<Vec<f64>>())];
-    if let (Some(s), Some(se)) = (rows.iter().map(|r| r.acc_norm).collect::<Option<Vec<f64>>>(), rows.iter().map(|r| r.acc_norm_stderr).collect::<Option<Vec<f64>>>()) {
+    let mut series = vec![(
+        Metric::Acc,
+        rows.iter().map(|r| r.acc).collect::<Vec<f64>>(),
+        rows.iter().map(|r| r.acc_stderr).collect::<Vec<f64>>(),
+    )];
+    if let (Some(s), Some(se)) = (
+        rows.iter().map(|r| r.acc_norm).collect::<Option<Vec<f64>>>(),
+        rows.iter().map(|r| r.acc_norm_stderr).collect::<Option<Vec<f64>>>(),
+    ) {
         series.push((Metric::AccNorm, s, se));
     }
     for (metric, s, se) in series {
         for (name, w) in windows(&steps, opts) {
             let mut tm = series_row(task, name, metric, &steps[w.clone()], &s[w.clone()]);
             let xs: Vec<f64> = steps[w.clone()].iter().map(|&v| v as f64).collect();
-            if let Some(b) = nulls::independent_binomial_bound(&xs, &s[w.clone()], &se[w.clone()], opts.noise_sims, seed_for(opts.seed, task, "binomial")) {
+            if let Some(b) = nulls::independent_binomial_bound(
+                &xs,
+                &s[w.clone()],
+                &se[w.clone()],
+                opts.noise_sims,
+                seed_for(opts.seed, task, "binomial"),
+            ) {
                 tm.binomial_bound_ratio = Some(b.ratio);
                 tm.binomial_bound_p_value = Some(b.p_value);
             }
@@ -325,23 +349,34 @@ fn with_examples(p: &Panel, opts: &Options, out: &mut Vec<TaskMetrics>, per_exam
     let (task, n) = (p.task.as_str(), p.examples());
     let wins = windows(&p.steps, opts);
     let metrics = p.metrics();
-    let ex_mtv: Vec<[Vec<f64>; 2]> = metrics.iter().map(|&k| {
-        let v = p.values(k).unwrap();
-        [example_mtvs(v, &wins[0].1), example_mtvs(v, &wins[1].1)]
-    }).collect();
+    let ex_mtv: Vec<[Vec<f64>; 2]> = metrics
+        .iter()
+        .map(|&k| {
+            let v = p.values(k).unwrap();
+            [example_mtvs(v, &wins[0].1), example_mtvs(v, &wins[1].1)]
+        })
+        .collect();
     // one draw of examples for every checkpoint, metric and window: the figures are paired
     let draws = bootstrap::draws(n, opts.bootstrap, seed_for(opts.seed, task, "bootstrap"));
     let boot: Vec<Vec<[Drawn; 2]>> = draws
         .par_iter()
         .map(|idx| {
-            metrics.iter().enumerate().map(|(mi, &k)| {
-                let s = bootstrap::resampled_scores(p.values(k).unwrap(), idx).to_vec();
-                let mut r = [Drawn::default(); 2];
-                for (wi, (_, w)) in wins.iter().enumerate() {
-                    r[wi] = Drawn { mtv: mtv(&s[w.clone()]).unwrap_or(0.0), final_score: s[w.end - 1], example_mtv: idx.iter().map(|&e| ex_mtv[mi][wi][e]).sum::<f64>() / n as f64 };
-                }
-                r
-            }).collect()
+            metrics
+                .iter()
+                .enumerate()
+                .map(|(mi, &k)| {
+                    let s = bootstrap::resampled_scores(p.values(k).unwrap(), idx).to_vec();
+                    let mut r = [Drawn::default(); 2];
+                    for (wi, (_, w)) in wins.iter().enumerate() {
+                        r[wi] = Drawn {
+                            mtv: mtv(&s[w.clone()]).unwrap_or(0.0),
+                            final_score: s[w.end - 1],
+                            example_mtv: idx.iter().map(|&e| ex_mtv[mi][wi][e]).sum::<f64>() / n as f64,
+                        };
+                    }
+                    r
+                })
+                .collect()
         })
         .collect();
     for (mi, &k) in metrics.iter().enumerate() {
@@ -351,7 +386,11 @@ fn with_examples(p: &Panel, opts: &Options, out: &mut Vec<TaskMetrics>, per_exam
             let mut tm = series_row(task, name, k, &p.steps[w.clone()], &s[w.clone()]);
             tm.examples = Some(n);
             let pick = |f: fn(&Drawn) -> f64| -> Vec<f64> { boot.iter().map(|d| f(&d[mi][wi])).collect() };
-            let null = nulls::sign_flip_null(v.slice(ndarray::s![w.clone(), ..]), opts.noise_sims, seed_for(opts.seed, task, "null"));
+            let null = nulls::sign_flip_null(
+                v.slice(ndarray::s![w.clone(), ..]),
+                opts.noise_sims,
+                seed_for(opts.seed, task, "null"),
+            );
             let real = null.as_ref().is_some_and(|x| x.p_value < 0.05);
             if let Some(x) = &null {
                 tm.null_mtv = Some(x.null_mean);
@@ -360,7 +399,11 @@ fn with_examples(p: &Panel, opts: &Options, out: &mut Vec<TaskMetrics>, per_exam
                 tm.null_p_value = Some(x.p_value);
                 tm.transitions_significant = Some(x.share_significant);
             }
-            let iv = if real { bootstrap::interval(tm.mtv, &pick(|d| d.mtv), LEVEL, 0.0) } else { bootstrap::upper_bound(tm.mtv, &pick(|d| d.mtv), LEVEL, 0.0) };
+            let iv = if real {
+                bootstrap::interval(tm.mtv, &pick(|d| d.mtv), LEVEL, 0.0)
+            } else {
+                bootstrap::upper_bound(tm.mtv, &pick(|d| d.mtv), LEVEL, 0.0)
+            };
             tm.mtv_bias_corrected = Some(iv.bias_corrected.max(0.0));
             tm.mtv_se = Some(bootstrap_sd(&pick(|d| d.mtv)));
             tm.mtv_ci_low = Some(iv.low);
@@ -390,7 +433,14 @@ fn with_examples(p: &Panel, opts: &Options, out: &mut Vec<TaskMetrics>, per_exam
 
 /// The example-level description (flips, IS, forgetting) and the selection regret, on the
 /// primary 0/1 metric.
-fn example_level(tm: &mut TaskMetrics, per_example: &mut Vec<ExampleMetrics>, p: &Panel, v: ArrayView2<f64>, w: &std::ops::Range<usize>, opts: &Options) {
+fn example_level(
+    tm: &mut TaskMetrics,
+    per_example: &mut Vec<ExampleMetrics>,
+    p: &Panel,
+    v: ArrayView2<f64>,
+    w: &std::ops::Range<usize>,
+    opts: &Options,
+) {
     let n = p.examples();
     let outputs = if opts.use_acc_norm { &p.outputs_norm } else { &p.outputs };
     let stats: Vec<ExampleStats> = (0..n)
@@ -403,11 +453,24 @@ fn example_level(tm: &mut TaskMetrics, per_example: &mut Vec<ExampleMetrics>, p:
     let rates: Vec<f64> = stats.iter().map(|s| s.flip_rate).collect();
     let last = w.end - 1;
     let strata: Vec<u32> = (0..n).map(|e| 2 * p.gold[e] + u32::from(v[[last, e]] > 0.5)).collect();
-    let sel = selection::selection_draws(v.slice(ndarray::s![w.clone(), ..]), &strata, opts.splits, opts.bootstrap.min(200), 10, seed_for(opts.seed, &p.task, "selection"));
+    let sel = selection::selection_draws(
+        v.slice(ndarray::s![w.clone(), ..]),
+        &strata,
+        opts.splits,
+        opts.bootstrap.min(200),
+        10,
+        seed_for(opts.seed, &p.task, "selection"),
+    );
     // the split-averaged estimate is unbiased, its bootstrap world is not: a centred interval on
     // de-noised draws (see `selection`)
-    let (boot_regret, boot_optimism) = (selection::denoised(&sel.boot_regret, sel.mc_var_regret), selection::denoised(&sel.boot_optimism, sel.mc_var_optimism));
-    let (regret, optimism) = (bootstrap::centred(sel.regret, &boot_regret, LEVEL, f64::NEG_INFINITY), bootstrap::centred(sel.optimism, &boot_optimism, LEVEL, f64::NEG_INFINITY));
+    let (boot_regret, boot_optimism) = (
+        selection::denoised(&sel.boot_regret, sel.mc_var_regret),
+        selection::denoised(&sel.boot_optimism, sel.mc_var_optimism),
+    );
+    let (regret, optimism) = (
+        bootstrap::centred(sel.regret, &boot_regret, LEVEL, f64::NEG_INFINITY),
+        bootstrap::centred(sel.optimism, &boot_optimism, LEVEL, f64::NEG_INFINITY),
+    );
     tm.selection_regret = Some(sel.regret);
     tm.selection_regret_ci_low = Some(regret.low);
     tm.selection_regret_ci_high = Some(regret.high);

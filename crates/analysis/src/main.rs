@@ -94,11 +94,29 @@ fn check_options(final_fraction: f64, bootstrap: usize) -> anyhow::Result<()> {
 }
 
 fn main() -> anyhow::Result<()> {
-    let (inputs, out, step_from, step_map, final_fraction, final_from, bootstrap, acc_norm, tasks) = match Cli::parse().command {
-        Command::Report { inputs, out, step_from, step_map, final_fraction, final_from, bootstrap, acc_norm, tasks } => (inputs, out, step_from, step_map, final_fraction, final_from, bootstrap, acc_norm, tasks),
+    let (inputs, out, step_from, step_map, final_fraction, final_from, bootstrap, acc_norm, tasks) = match Cli::parse()
+        .command
+    {
+        Command::Report {
+            inputs,
+            out,
+            step_from,
+            step_map,
+            final_fraction,
+            final_from,
+            bootstrap,
+            acc_norm,
+            tasks,
+        } => (inputs, out, step_from, step_map, final_fraction, final_from, bootstrap, acc_norm, tasks),
         Command::Pack { run, out } => {
             let p = analysis::results::pack(&run, &out)?;
-            println!("{}: {} files, {:.1} MB ({})", out.display(), p.files, p.bytes as f64 / 1e6, p.variants.join(", "));
+            println!(
+                "{}: {} files, {:.1} MB ({})",
+                out.display(),
+                p.files,
+                p.bytes as f64 / 1e6,
+                p.variants.join(", ")
+            );
             return Ok(());
         }
         Command::Verify { expected, actual, tolerance } => {
@@ -123,7 +141,10 @@ fn main() -> anyhow::Result<()> {
             let opts = analysis::Options { bootstrap, ..Default::default() };
             let (rows, diffs, inputs) = analysis::compare::compare(&run, &opts)?;
             if rows.is_empty() {
-                anyhow::bail!("{}: nothing to compare (no eval-avg-k*/ or ensembled/k*/ sharing steps with eval/)", run.display());
+                anyhow::bail!(
+                    "{}: nothing to compare (no eval-avg-k*/ or ensembled/k*/ sharing steps with eval/)",
+                    run.display()
+                );
             }
             let out = run.join("analysis");
             let lock = output::FolderLock::acquire(&out, "analysis compare")?;
@@ -153,14 +174,17 @@ fn main() -> anyhow::Result<()> {
     let out = match out {
         Some(o) => o,
         None if !input.harness => inputs[0].join("analysis"),
-        None => anyhow::bail!("--out is required for lm-evaluation-harness outputs (the analysis is not written into them)"),
+        None => {
+            anyhow::bail!("--out is required for lm-evaluation-harness outputs (the analysis is not written into them)")
+        }
     };
     if !tasks.is_empty() {
         let keep = |t: &str| tasks.iter().any(|k| t.contains(k.as_str()));
         input.tasks.retain(|r| keep(&r.task));
         input.examples.retain(|r| keep(&r.task));
     }
-    let opts = analysis::Options { final_fraction, final_from, bootstrap, use_acc_norm: acc_norm, ..Default::default() };
+    let opts =
+        analysis::Options { final_fraction, final_from, bootstrap, use_acc_norm: acc_norm, ..Default::default() };
     let (tm, _) = analysis::report::write(&input, &out, &opts)?;
     let primary = opts.primary().name();
     print!("{}", analysis::report::render(&tm, "all", primary));

@@ -37,7 +37,9 @@ pub fn direction_changes(x: &[f64]) -> usize {
 
 /// Largest fall `s_t - s_{t+1}` (0 if the series never falls) and the index t+1 where it lands.
 pub fn largest_drop(x: &[f64]) -> (f64, Option<usize>) {
-    x.windows(2).enumerate().fold((0.0, None), |best, (i, w)| if w[0] - w[1] > best.0 { (w[0] - w[1], Some(i + 1)) } else { best })
+    x.windows(2)
+        .enumerate()
+        .fold((0.0, None), |best, (i, w)| if w[0] - w[1] > best.0 { (w[0] - w[1], Some(i + 1)) } else { best })
 }
 
 /// The last `fraction` of a series' points (at least `min` of them, at most all).

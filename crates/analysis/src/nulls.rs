@@ -244,7 +244,9 @@ fn general_null(values: ArrayView2<f64>, draws: usize, seed: u64) -> NullDraws {
     let (t_len, n) = values.dim();
     let transitions = t_len - 1;
     let diffs: Vec<Vec<f64>> = (0..transitions)
-        .map(|t| values.row(t + 1).iter().zip(values.row(t).iter()).map(|(x1, x0)| x1 - x0).filter(|&d| d != 0.0).collect())
+        .map(|t| {
+            values.row(t + 1).iter().zip(values.row(t).iter()).map(|(x1, x0)| x1 - x0).filter(|&d| d != 0.0).collect()
+        })
         .collect();
     // the observed statistics, summed exactly as a draw with every sign + is
     let observed_abs: Vec<f64> = diffs.iter().map(|d| d.iter().sum::<f64>().abs()).collect();
@@ -312,7 +314,13 @@ pub struct BinomialBound {
 /// a difference), so it overstates noise: on pure example churn at constant accuracy its ratio
 /// is well below 1. None if the lengths differ, there are fewer than 2 scores, `sims == 0`, or a
 /// value is not finite or a standard error negative.
-pub fn independent_binomial_bound(steps: &[f64], scores: &[f64], stderr: &[f64], sims: usize, seed: u64) -> Option<BinomialBound> {
+pub fn independent_binomial_bound(
+    steps: &[f64],
+    scores: &[f64],
+    stderr: &[f64],
+    sims: usize,
+    seed: u64,
+) -> Option<BinomialBound> {
     let len = scores.len();
     if len < 2 || steps.len() != len || stderr.len() != len || sims == 0 {
         return None;
@@ -336,7 +344,11 @@ pub fn independent_binomial_bound(steps: &[f64], scores: &[f64], stderr: &[f64],
         exceed += u64::from(m >= observed);
     }
     let expected_mtv = total / sims as f64;
-    Some(BinomialBound { expected_mtv, ratio: observed / expected_mtv, p_value: (1 + exceed) as f64 / (1 + sims) as f64 })
+    Some(BinomialBound {
+        expected_mtv,
+        ratio: observed / expected_mtv,
+        p_value: (1 + exceed) as f64 / (1 + sims) as f64,
+    })
 }
 
 /// Ordinary least squares `y = intercept + slope x`: (intercept, slope). With all x equal the
@@ -462,7 +474,8 @@ mod tests {
         let k = SERIES_FROM - 1;
         let series = {
             let x = 1.0 / k as f64;
-            (1.0 + x * (-1.0 / 8.0 + x * (1.0 / 128.0 + x * (5.0 / 1024.0 + x * (-21.0 / 32768.0))))) / (std::f64::consts::PI * k as f64).sqrt()
+            (1.0 + x * (-1.0 / 8.0 + x * (1.0 / 128.0 + x * (5.0 / 1024.0 + x * (-21.0 / 32768.0)))))
+                / (std::f64::consts::PI * k as f64).sqrt()
         };
         assert!(close(central_binomial_over_4k(k), series, 1e-13));
     }
@@ -554,10 +567,15 @@ mod tests {
     #[test]
     fn determinism_and_thread_independence() {
         let bin = random_binary(12, 300, 1);
-        let cont = bin.mapv(|x| x * 0.7 + 0.1) + Array2::from_shape_fn((12, 300), |(t, i)| ((t * 31 + i * 17) % 13) as f64 * 0.01);
+        let cont = bin.mapv(|x| x * 0.7 + 0.1)
+            + Array2::from_shape_fn((12, 300), |(t, i)| ((t * 31 + i * 17) % 13) as f64 * 0.01);
         for (v, fast) in [(&bin, true), (&bin, false), (&cont, true)] {
             let run = |threads: usize| {
-                rayon::ThreadPoolBuilder::new().num_threads(threads).build().unwrap().install(|| sign_flip_null_impl(v.view(), 2000, 42, fast).unwrap())
+                rayon::ThreadPoolBuilder::new()
+                    .num_threads(threads)
+                    .build()
+                    .unwrap()
+                    .install(|| sign_flip_null_impl(v.view(), 2000, 42, fast).unwrap())
             };
             let one = run(1);
             assert_eq!(one, run(4));
@@ -566,8 +584,12 @@ mod tests {
             let other = sign_flip_null_impl(v.view(), 2000, 43, fast).unwrap();
             assert_eq!(other.observed_mtv, one.observed_mtv);
         }
-        let b1 = independent_binomial_bound(&[0.0, 1.0, 2.0, 3.0], &[0.5, 0.52, 0.49, 0.55], &[0.01; 4], 500, 9).unwrap();
-        assert_eq!(b1, independent_binomial_bound(&[0.0, 1.0, 2.0, 3.0], &[0.5, 0.52, 0.49, 0.55], &[0.01; 4], 500, 9).unwrap());
+        let b1 =
+            independent_binomial_bound(&[0.0, 1.0, 2.0, 3.0], &[0.5, 0.52, 0.49, 0.55], &[0.01; 4], 500, 9).unwrap();
+        assert_eq!(
+            b1,
+            independent_binomial_bound(&[0.0, 1.0, 2.0, 3.0], &[0.5, 0.52, 0.49, 0.55], &[0.01; 4], 500, 9).unwrap()
+        );
     }
 
     #[test]
@@ -590,7 +612,12 @@ mod tests {
                 var.sqrt() / (n * (t_len - 1)) as f64
             };
             let se = sd / (2000f64).sqrt();
-            assert!((fast.null_mean - general.null_mean).abs() < 4.0 * se, "{} vs {} (se {se})", fast.null_mean, general.null_mean);
+            assert!(
+                (fast.null_mean - general.null_mean).abs() < 4.0 * se,
+                "{} vs {} (se {se})",
+                fast.null_mean,
+                general.null_mean
+            );
             assert!((fast.null_q95 - general.null_q95).abs() < 6.0 * se, "{} vs {}", fast.null_q95, general.null_q95);
             assert!((fast.p_value - general.p_value).abs() < 0.05, "{} vs {}", fast.p_value, general.p_value);
             // and the mean of the fast path's own draws is near its exact mean
@@ -642,7 +669,9 @@ mod tests {
     /// A small 0/1 panel as proptest input.
     fn binary_panel() -> impl Strategy<Value = Array2<f64>> {
         (2usize..8, 1usize..40).prop_flat_map(|(t, n)| {
-            proptest::collection::vec(proptest::bool::ANY, t * n).prop_map(move |b| Array2::from_shape_vec((t, n), b.into_iter().map(|x| f64::from(u8::from(x))).collect()).unwrap())
+            proptest::collection::vec(proptest::bool::ANY, t * n).prop_map(move |b| {
+                Array2::from_shape_vec((t, n), b.into_iter().map(|x| f64::from(u8::from(x))).collect()).unwrap()
+            })
         })
     }
 

@@ -65,7 +65,11 @@ impl Panel {
             values.insert(m, a);
         }
         let options: Vec<usize> = grid.iter().map(|c| c[0].logliks.len()).collect();
-        let chance = if n == 0 { 0.0 } else { options.iter().map(|&o| if o > 1 { 1.0 / o as f64 } else { 0.0 }).sum::<f64>() / n as f64 };
+        let chance = if n == 0 {
+            0.0
+        } else {
+            options.iter().map(|&o| if o > 1 { 1.0 / o as f64 } else { 0.0 }).sum::<f64>() / n as f64
+        };
         Ok(Panel {
             task: task.to_string(),
             steps,
@@ -110,7 +114,9 @@ impl Panel {
     pub fn restrict(&self, keep: &[u64]) -> Result<Panel> {
         let rows: Vec<usize> = keep
             .iter()
-            .map(|s| self.steps.binary_search(s).map_err(|_| anyhow::anyhow!("task {}: no scores at step {s}", self.task)))
+            .map(|s| {
+                self.steps.binary_search(s).map_err(|_| anyhow::anyhow!("task {}: no scores at step {s}", self.task))
+            })
             .collect::<Result<_>>()?;
         let pick = |v: &Vec<Vec<String>>| v.iter().map(|o| rows.iter().map(|&t| o[t].clone()).collect()).collect();
         Ok(Panel {
@@ -161,7 +167,10 @@ mod tests {
         assert!(p.values(Metric::BitsPerByte).is_none(), "no byte counts: no matrix");
         assert_eq!(p.chance, 0.5);
         let r = p.restrict(&[20]).unwrap();
-        assert_eq!((r.values(Metric::Acc).unwrap().row(0).to_vec(), r.outputs[0].clone()), (vec![0.0, 1.0], vec!["1".to_string()]));
+        assert_eq!(
+            (r.values(Metric::Acc).unwrap().row(0).to_vec(), r.outputs[0].clone()),
+            (vec![0.0, 1.0], vec!["1".to_string()])
+        );
         assert!(p.restrict(&[10]).is_err());
         let gap = [row(0, "a", true), row(20, "a", true), row(0, "b", true)];
         let e = Panel::build("t", &gap.iter().collect::<Vec<_>>()).err().unwrap().to_string();

@@ -31,7 +31,13 @@ fn run_tables(dir: &Path) -> Result<Option<Input>> {
             if e.is_file() {
                 sources.push(e);
             }
-            return Ok(Some(Input { tasks: records::read_tasks(&t)?, examples, sources, harness: false, notices: Vec::new() }));
+            return Ok(Some(Input {
+                tasks: records::read_tasks(&t)?,
+                examples,
+                sources,
+                harness: false,
+                notices: Vec::new(),
+            }));
         }
     }
     Ok(None)
@@ -52,7 +58,8 @@ pub fn load_inputs(inputs: &[PathBuf], rule: &records::harness::StepRule) -> Res
         }
     }
     let what = inputs.iter().map(|p| p.display().to_string()).collect::<Vec<_>>().join(", ");
-    let l = records::harness::load(inputs, rule).with_context(|| format!("{what}: neither a run with eval/tasks.parquet nor lm-evaluation-harness outputs"))?;
+    let l = records::harness::load(inputs, rule)
+        .with_context(|| format!("{what}: neither a run with eval/tasks.parquet nor lm-evaluation-harness outputs"))?;
     Ok(Input { tasks: l.tasks, examples: l.examples, sources: l.sources, harness: true, notices: l.notices })
 }
 
@@ -72,13 +79,36 @@ fn ci(lo: Option<f64>, hi: Option<f64>) -> String {
 pub fn render(metrics: &[TaskMetrics], window: &str, primary: &str) -> String {
     let mut s = String::new();
     writeln!(s, "window: {window}, metric: {primary}").unwrap();
-    writeln!(s, "{:<22} {:>5} {:>4} {:>6} {:>15} {:>6} {:>6} {:>17} {:>6} {:>6} {:>5} {:>6} {:>6} {:>6} {:>6}", "task", "ckpts", "n", "final", "final 95% CI", "chance", "MTV", "MTV 95% CI", "null", "p", "sig", "flip", "IS", "optim", "noise").unwrap();
+    writeln!(
+        s,
+        "{:<22} {:>5} {:>4} {:>6} {:>15} {:>6} {:>6} {:>17} {:>6} {:>6} {:>5} {:>6} {:>6} {:>6} {:>6}",
+        "task",
+        "ckpts",
+        "n",
+        "final",
+        "final 95% CI",
+        "chance",
+        "MTV",
+        "MTV 95% CI",
+        "null",
+        "p",
+        "sig",
+        "flip",
+        "IS",
+        "optim",
+        "noise"
+    )
+    .unwrap();
     for m in metrics.iter().filter(|m| m.window == window && m.metric == primary) {
         let mci = match (m.mtv_ci_low, m.mtv_ci_high, m.mtv_interval.as_deref()) {
             (_, Some(b), Some("upper bound")) => format!("<= {b:.3}"),
             (a, b, _) => ci(a, b),
         };
-        let null = m.null_ratio.or(m.binomial_bound_ratio).filter(|r| r.is_finite()).map_or("-".into(), |r| format!("{r:.2}x{}", if m.null_ratio.is_none() { "*" } else { "" }));
+        let null = m
+            .null_ratio
+            .or(m.binomial_bound_ratio)
+            .filter(|r| r.is_finite())
+            .map_or("-".into(), |r| format!("{r:.2}x{}", if m.null_ratio.is_none() { "*" } else { "" }));
         writeln!(
             s,
             "{:<22} {:>5} {:>4} {:>6.3} {:>15} {:>6} {:>6.3} {:>17} {:>6} {:>6} {:>5} {:>6} {:>6} {:>6} {:>6}",
@@ -103,14 +133,32 @@ pub fn render(metrics: &[TaskMetrics], window: &str, primary: &str) -> String {
     let others: Vec<&TaskMetrics> = metrics.iter().filter(|m| m.window == window && m.metric != primary).collect();
     if !others.is_empty() {
         writeln!(s, "other metrics ({window}):").unwrap();
-        writeln!(s, "{:<22} {:<13} {:>8} {:>8} {:>17} {:>6} {:>6} {:>8} {:>7}", "task", "metric", "final", "MTV", "MTV 95% CI", "null", "p", "noise", "ex MTV").unwrap();
+        writeln!(
+            s,
+            "{:<22} {:<13} {:>8} {:>8} {:>17} {:>6} {:>6} {:>8} {:>7}",
+            "task", "metric", "final", "MTV", "MTV 95% CI", "null", "p", "noise", "ex MTV"
+        )
+        .unwrap();
         for m in others {
             let mci = match (m.mtv_ci_low, m.mtv_ci_high, m.mtv_interval.as_deref()) {
                 (_, Some(b), Some("upper bound")) => format!("<= {b:.4}"),
                 (Some(a), Some(b), _) => format!("[{a:.4}, {b:.4}]"),
                 _ => "-".into(),
             };
-            writeln!(s, "{:<22} {:<13} {:>8.4} {:>8.4} {:>17} {:>6} {:>6} {:>8} {:>7}", m.task, m.metric, m.final_score, m.mtv, mci, m.null_ratio.filter(|r| r.is_finite()).map_or("-".into(), |r| format!("{r:.2}x")), f(m.null_p_value), m.relative_std.map_or("-".into(), |v| format!("{v:.4}")), m.mean_flip_rate.map_or("-".into(), |v| format!("{v:.4}"))).unwrap();
+            writeln!(
+                s,
+                "{:<22} {:<13} {:>8.4} {:>8.4} {:>17} {:>6} {:>6} {:>8} {:>7}",
+                m.task,
+                m.metric,
+                m.final_score,
+                m.mtv,
+                mci,
+                m.null_ratio.filter(|r| r.is_finite()).map_or("-".into(), |r| format!("{r:.2}x")),
+                f(m.null_p_value),
+                m.relative_std.map_or("-".into(), |v| format!("{v:.4}")),
+                m.mean_flip_rate.map_or("-".into(), |v| format!("{v:.4}"))
+            )
+            .unwrap();
         }
     }
     s
@@ -122,7 +170,10 @@ pub const LEGEND: &str = "n: examples; final 95% CI: bootstrap over examples; ch
 /// provenance.json into `out`, as one set (the folder is locked meanwhile).
 pub fn write(input: &Input, out: &Path, opts: &Options) -> Result<(Vec<TaskMetrics>, Vec<ExampleMetrics>)> {
     if input.tasks.is_empty() {
-        anyhow::bail!("{}: no task scores to analyse (after the --tasks filter)", input.sources.iter().map(|p| p.display().to_string()).collect::<Vec<_>>().join(", "));
+        anyhow::bail!(
+            "{}: no task scores to analyse (after the --tasks filter)",
+            input.sources.iter().map(|p| p.display().to_string()).collect::<Vec<_>>().join(", ")
+        );
     }
     let (tm, em) = analyse(&input.tasks, &input.examples, opts)?;
     let lock = output::FolderLock::acquire(out, "analysis report")?;

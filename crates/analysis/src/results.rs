@@ -110,14 +110,25 @@ pub struct Agreement {
 /// (step, task, example) keys of `actual`. Fails if a rerun row has no committed twin.
 pub fn verify(expected: &[records::ExampleRecord], actual: &[records::ExampleRecord]) -> Result<Agreement> {
     use std::collections::HashMap;
-    let index: HashMap<(u64, &str, &str), &records::ExampleRecord> = expected.iter().map(|r| ((r.step, r.task.as_str(), r.example_id.as_str()), r)).collect();
+    let index: HashMap<(u64, &str, &str), &records::ExampleRecord> =
+        expected.iter().map(|r| ((r.step, r.task.as_str(), r.example_id.as_str()), r)).collect();
     let (mut changed, mut max_diff, mut steps) = (0, 0.0f64, Vec::new());
     for a in actual {
-        let e = index.get(&(a.step, a.task.as_str(), a.example_id.as_str())).with_context(|| format!("step {} task {} example {}: not in the committed results", a.step, a.task, a.example_id))?;
+        let e = index.get(&(a.step, a.task.as_str(), a.example_id.as_str())).with_context(|| {
+            format!("step {} task {} example {}: not in the committed results", a.step, a.task, a.example_id)
+        })?;
         if e.logliks.len() != a.logliks.len() {
-            bail!("step {} example {}: {} options committed, {} rescored", a.step, a.example_id, e.logliks.len(), a.logliks.len());
+            bail!(
+                "step {} example {}: {} options committed, {} rescored",
+                a.step,
+                a.example_id,
+                e.logliks.len(),
+                a.logliks.len()
+            );
         }
-        if (e.predicted, e.predicted_norm, e.correct, e.correct_norm) != (a.predicted, a.predicted_norm, a.correct, a.correct_norm) {
+        if (e.predicted, e.predicted_norm, e.correct, e.correct_norm)
+            != (a.predicted, a.predicted_norm, a.correct, a.correct_norm)
+        {
             changed += 1;
         }
         for (x, y) in e.logliks.iter().zip(&a.logliks) {
@@ -135,7 +146,22 @@ mod tests {
     use super::*;
 
     fn row(step: u64, ll: f64) -> records::ExampleRecord {
-        records::ExampleRecord { step, task: "t".into(), example_id: "t/0".into(), gold: 0, predicted: 0, predicted_norm: 0, correct: true, correct_norm: true, logliks: vec![ll, -9.0], lengths_chars: vec![3, 3], lengths_tokens: vec![1, 1], lengths_bytes: vec![4, 4], gold_is_greedy: false, output: "0".into() }
+        records::ExampleRecord {
+            step,
+            task: "t".into(),
+            example_id: "t/0".into(),
+            gold: 0,
+            predicted: 0,
+            predicted_norm: 0,
+            correct: true,
+            correct_norm: true,
+            logliks: vec![ll, -9.0],
+            lengths_chars: vec![3, 3],
+            lengths_tokens: vec![1, 1],
+            lengths_bytes: vec![4, 4],
+            gold_is_greedy: false,
+            output: "0".into(),
+        }
     }
 
     /// Identical rows agree up to the f32 rounding; a changed decision, a changed
@@ -144,7 +170,10 @@ mod tests {
     fn verify_reports_changed_decisions_and_missing_rows() {
         let committed = vec![row(0, -1.0), row(20, -2.0)];
         let same = verify(&committed, &committed[1..]).unwrap();
-        assert_eq!((same.rows, same.steps.clone(), same.decisions_changed, same.max_abs_loglik_diff), (1, vec![20], 0, 0.0));
+        assert_eq!(
+            (same.rows, same.steps.clone(), same.decisions_changed, same.max_abs_loglik_diff),
+            (1, vec![20], 0, 0.0)
+        );
         let mut moved = row(20, -2.5);
         moved.predicted = 1;
         moved.correct = false;
@@ -161,7 +190,11 @@ mod tests {
         let run = dir.path().join("run");
         for v in ["eval", "eval-avg-k4"] {
             std::fs::create_dir_all(run.join(v)).unwrap();
-            records::write_frame(&run.join(v).join("examples.parquet"), &mut records::examples_frame(&[row(10, -1.0 / 3.0)]).unwrap()).unwrap();
+            records::write_frame(
+                &run.join(v).join("examples.parquet"),
+                &mut records::examples_frame(&[row(10, -1.0 / 3.0)]).unwrap(),
+            )
+            .unwrap();
             std::fs::write(run.join(v).join("provenance.json"), "{}").unwrap();
         }
         std::fs::create_dir_all(run.join("checkpoints")).unwrap();

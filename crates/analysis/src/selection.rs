@@ -85,7 +85,14 @@ pub struct SelectionDraws {
 /// [`denoised`] bootstrap values, not the [`crate::bootstrap::basic`] interval, whose coverage of
 /// the true regret is 85% (raw) or 58% (de-noised). Intervals at [`LEVEL`]. Panics if `strata.len()` is not the number of examples. Fewer than 2
 /// examples, no checkpoint, `splits == 0` or NaN values give NaN estimates and bounds.
-pub fn selection(values: ArrayView2<f64>, strata: &[u32], splits: usize, draws: usize, splits_per_draw: usize, seed: u64) -> Selection {
+pub fn selection(
+    values: ArrayView2<f64>,
+    strata: &[u32],
+    splits: usize,
+    draws: usize,
+    splits_per_draw: usize,
+    seed: u64,
+) -> Selection {
     let d = selection_draws(values, strata, splits, draws, splits_per_draw, seed);
     Selection {
         splits,
@@ -95,15 +102,20 @@ pub fn selection(values: ArrayView2<f64>, strata: &[u32], splits: usize, draws: 
 }
 
 /// The estimates and bootstrap values behind [`selection`] (for other intervals).
-pub fn selection_draws(values: ArrayView2<f64>, strata: &[u32], splits: usize, draws: usize, splits_per_draw: usize, seed: u64) -> SelectionDraws {
+pub fn selection_draws(
+    values: ArrayView2<f64>,
+    strata: &[u32],
+    splits: usize,
+    draws: usize,
+    splits_per_draw: usize,
+    seed: u64,
+) -> SelectionDraws {
     let n = values.ncols();
     assert_eq!(strata.len(), n, "selection: one stratum id per example");
     let all: Vec<usize> = (0..n).collect();
     let set = Set::new(values, &all, strata);
-    let per_split: Vec<(f64, f64)> = (0..splits)
-        .into_par_iter()
-        .map(|s| set.split(values, &mut rng_for(seed.wrapping_add(1), s as u64)))
-        .collect();
+    let per_split: Vec<(f64, f64)> =
+        (0..splits).into_par_iter().map(|s| set.split(values, &mut rng_for(seed.wrapping_add(1), s as u64))).collect();
     let (regret, optimism) = mean_pair(&per_split);
     // Per draw: (mean regret, mean optimism, within-draw variance of regret, of optimism).
     let boot: Vec<[f64; 4]> = (0..draws)
@@ -121,7 +133,13 @@ pub fn selection_draws(values: ArrayView2<f64>, strata: &[u32], splits: usize, d
         })
         .collect();
     let spd = splits_per_draw as f64;
-    let mc = |j: usize| if splits_per_draw < 2 || boot.is_empty() { f64::NAN } else { boot.iter().map(|p| p[j]).sum::<f64>() / boot.len() as f64 / spd };
+    let mc = |j: usize| {
+        if splits_per_draw < 2 || boot.is_empty() {
+            f64::NAN
+        } else {
+            boot.iter().map(|p| p[j]).sum::<f64>() / boot.len() as f64 / spd
+        }
+    };
     SelectionDraws {
         regret,
         optimism,

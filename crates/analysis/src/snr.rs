@@ -75,8 +75,10 @@ mod tests {
         let mut rng = rand_chacha::ChaCha8Rng::seed_from_u64(9);
         let mut lower = 0;
         for _ in 0..200 {
-            let base: Vec<Vec<f64>> = (0..4).map(|m| (0..10).map(|_| 0.3 + 0.1 * m as f64 + rng.gen_range(-0.01..0.01)).collect()).collect();
-            let noisy: Vec<Vec<f64>> = base.iter().map(|w| w.iter().map(|v| v + rng.gen_range(-0.05..0.05)).collect()).collect();
+            let base: Vec<Vec<f64>> =
+                (0..4).map(|m| (0..10).map(|_| 0.3 + 0.1 * m as f64 + rng.gen_range(-0.01..0.01)).collect()).collect();
+            let noisy: Vec<Vec<f64>> =
+                base.iter().map(|w| w.iter().map(|v| v + rng.gen_range(-0.05..0.05)).collect()).collect();
             let a = snr(&base.iter().map(Vec::as_slice).collect::<Vec<_>>()).unwrap().snr;
             let b = snr(&noisy.iter().map(Vec::as_slice).collect::<Vec<_>>()).unwrap().snr;
             lower += usize::from(b < a);

@@ -39,7 +39,15 @@ pub struct StreamSummary {
 impl StreamingTask {
     pub fn new(examples: usize) -> Self {
         let w = examples.div_ceil(64);
-        StreamingTask { n: examples, prev: vec![0; w], forgotten: vec![0; w], to_wrong: vec![0; examples], to_right: vec![0; examples], last_change: vec![0; examples], scores: Vec::new() }
+        StreamingTask {
+            n: examples,
+            prev: vec![0; w],
+            forgotten: vec![0; w],
+            to_wrong: vec![0; examples],
+            to_right: vec![0; examples],
+            last_change: vec![0; examples],
+            scores: Vec::new(),
+        }
     }
 
     /// One checkpoint's correctness, bit e of word e / 64 for example e (unused high bits zero).
@@ -88,10 +96,12 @@ impl StreamingTask {
             let pos = q * (self.n - 1) as f64;
             let at = |rank: usize| {
                 let mut seen = 0;
-                hist.iter().position(|&c| {
-                    seen += c;
-                    seen > rank
-                }).unwrap() as f64
+                hist.iter()
+                    .position(|&c| {
+                        seen += c;
+                        seen > rank
+                    })
+                    .unwrap() as f64
             };
             let (lo, hi) = (at(pos.floor() as usize), at(pos.ceil() as usize));
             (lo + (hi - lo) * (pos - pos.floor())) / transitions

@@ -21,7 +21,12 @@ pub struct Slope {
 }
 
 fn logs(x: &[f64], y: &[f64]) -> (Vec<(f64, f64)>, usize) {
-    let pts: Vec<(f64, f64)> = x.iter().zip(y).filter(|(a, b)| a.is_finite() && b.is_finite() && **a > 0.0 && **b > 0.0).map(|(a, b)| (a.ln(), b.ln())).collect();
+    let pts: Vec<(f64, f64)> = x
+        .iter()
+        .zip(y)
+        .filter(|(a, b)| a.is_finite() && b.is_finite() && **a > 0.0 && **b > 0.0)
+        .map(|(a, b)| (a.ln(), b.ln()))
+        .collect();
     let skipped = x.len().min(y.len()) - pts.len();
     (pts, skipped)
 }

@@ -127,7 +127,8 @@ fn bootstrap_intervals_cover_the_true_flip_rate_at_the_nominal_rate() {
             })
             .collect();
         let (t, e) = rows(&c, None, &steps);
-        let (tm, _) = analyse(&t, &e, &Options { bootstrap: 300, noise_sims: 10, splits: 4, ..Default::default() }).unwrap();
+        let (tm, _) =
+            analyse(&t, &e, &Options { bootstrap: 300, noise_sims: 10, splits: 4, ..Default::default() }).unwrap();
         let all = tm.iter().find(|m| m.window == "all" && m.metric == "acc").unwrap();
         if all.flip_rate_ci_low.unwrap() <= 0.44 && 0.44 <= all.flip_rate_ci_high.unwrap() {
             covered += 1;
@@ -140,12 +141,19 @@ fn bootstrap_intervals_cover_the_true_flip_rate_at_the_nominal_rate() {
 #[test]
 fn report_snapshot_on_a_small_fixed_input() {
     let mut rng = ChaCha8Rng::seed_from_u64(2);
-    let c: Vec<Vec<bool>> = (0..40).map(|e| (0..12).map(|t| rng.gen_bool((0.3 + 0.04 * t as f64 + 0.005 * e as f64).min(0.95))).collect()).collect();
-    let outs: Vec<Vec<u32>> = c.iter().map(|r| r.iter().map(|&ok| if ok { 0 } else { rng.gen_range(1..4) }).collect()).collect();
+    let c: Vec<Vec<bool>> = (0..40)
+        .map(|e| (0..12).map(|t| rng.gen_bool((0.3 + 0.04 * t as f64 + 0.005 * e as f64).min(0.95))).collect())
+        .collect();
+    let outs: Vec<Vec<u32>> =
+        c.iter().map(|r| r.iter().map(|&ok| if ok { 0 } else { rng.gen_range(1..4) }).collect()).collect();
     let steps: Vec<u64> = (0..12).map(|t| t * 10).collect();
     let (t, e) = rows(&c, Some(&outs), &steps);
     let (tm, _) = analyse(&t, &e, &opts()).unwrap();
-    insta::assert_snapshot!(format!("{}\n{}", analysis::report::render(&tm, "all", "acc"), analysis::report::render(&tm, "final", "acc")));
+    insta::assert_snapshot!(format!(
+        "{}\n{}",
+        analysis::report::render(&tm, "all", "acc"),
+        analysis::report::render(&tm, "final", "acc")
+    ));
 }
 
 #[test]
@@ -213,7 +221,10 @@ fn compare_refuses_variants_that_scored_other_examples() {
     // the same number of examples, one id different
     let renamed: Vec<ExampleRecord> = e
         .iter()
-        .map(|r| ExampleRecord { example_id: if r.example_id == "toy/3" { "toy/x3".into() } else { r.example_id.clone() }, ..r.clone() })
+        .map(|r| ExampleRecord {
+            example_id: if r.example_id == "toy/3" { "toy/x3".into() } else { r.example_id.clone() },
+            ..r.clone()
+        })
         .collect();
     write_variant(&avg, &t, &renamed);
     let err = format!("{:#}", analysis::compare::compare(run.path(), &o).unwrap_err());

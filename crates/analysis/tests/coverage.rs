@@ -2,7 +2,9 @@
 //! population truth (per-example logits from a population, per-checkpoint Bernoulli churn).
 //! Run with `cargo test --release -- --nocapture` to see the measured coverages and widths.
 
-use analysis::bootstrap::{self, basic, bc_percentile, centred, interval, normal_interval, paired, resampled_mtv, upper_bound, Interval};
+use analysis::bootstrap::{
+    self, basic, bc_percentile, centred, interval, normal_interval, paired, resampled_mtv, upper_bound, Interval,
+};
 use analysis::selection::{denoised, selection, selection_draws};
 use ndarray::Array2;
 use rand::Rng;
@@ -32,7 +34,13 @@ fn expect(f: impl Fn(f64) -> f64) -> f64 {
     (0..=m)
         .map(|k| {
             let z = lo + k as f64 * h;
-            let w = if k == 0 || k == m { 1.0 } else if k % 2 == 1 { 4.0 } else { 2.0 };
+            let w = if k == 0 || k == m {
+                1.0
+            } else if k % 2 == 1 {
+                4.0
+            } else {
+                2.0
+            };
             w * phi(z) * f(MU + SIGMA * z)
         })
         .sum::<f64>()
@@ -107,7 +115,9 @@ fn simulate_with_logits(deltas: &[f64], n: usize, seed: u64) -> (Vec<f64>, Array
             MU + SIGMA * (-2.0 * u1.ln()).sqrt() * (2.0 * std::f64::consts::PI * u2).cos()
         })
         .collect();
-    let x = Array2::from_shape_fn((deltas.len(), n), |(t, i)| f64::from(u8::from(rng.gen::<f64>() < sigmoid(a[i] + deltas[t]))));
+    let x = Array2::from_shape_fn((deltas.len(), n), |(t, i)| {
+        f64::from(u8::from(rng.gen::<f64>() < sigmoid(a[i] + deltas[t])))
+    });
     (a, x)
 }
 
@@ -131,7 +141,12 @@ impl Tally {
         self.hits as f64 / self.runs as f64
     }
     fn print(&self, what: &str) {
-        println!("  {what}: {:<22} coverage {:5.1}%  mean width {:.5}", self.name, 100.0 * self.coverage(), self.width / self.runs as f64);
+        println!(
+            "  {what}: {:<22} coverage {:5.1}%  mean width {:.5}",
+            self.name,
+            100.0 * self.coverage(),
+            self.width / self.runs as f64
+        );
     }
 }
 
@@ -139,11 +154,20 @@ impl Tally {
 fn mtv_coverage_changes_well_above_noise() {
     let deltas = walk(0.05, 2024);
     let truth = pop_mtv(&deltas);
-    let ratios: Vec<f64> = deltas.windows(2).map(|w| (pop_acc(w[1]) - pop_acc(w[0])).abs() / se_diff(w[0], w[1], N)).collect();
+    let ratios: Vec<f64> =
+        deltas.windows(2).map(|w| (pop_acc(w[1]) - pop_acc(w[0])).abs() / se_diff(w[0], w[1], N)).collect();
     let min_ratio = ratios.iter().cloned().fold(f64::INFINITY, f64::min);
     assert!(min_ratio >= 2.0, "every |dp| must be >= 2 SE, min ratio {min_ratio}");
     let b = 500;
-    let names = ["interval (union)", "basic", "BC percentile", "normal bias-corr.", "plain percentile", "centred", "upper_bound (1-s.)"];
+    let names = [
+        "interval (union)",
+        "basic",
+        "BC percentile",
+        "normal bias-corr.",
+        "plain percentile",
+        "centred",
+        "upper_bound (1-s.)",
+    ];
     let mut all: Vec<Tally> = names.iter().map(|&n| Tally::new(n)).collect();
     let mut first: Vec<Tally> = names.iter().map(|&n| Tally::new(n)).collect();
     let (mut est_inside, mut est_sum) = (0, 0.0);
@@ -153,7 +177,15 @@ fn mtv_coverage_changes_well_above_noise() {
         let boot = paired(N, b, 77 + sim as u64, |idx| resampled_mtv(x.view(), idx));
         let i = interval(est, &boot, LEVEL, 0.0);
         let p = Interval { low: bootstrap::quantile(&boot, 0.025), high: bootstrap::quantile(&boot, 0.975), ..i };
-        let ints = [i, basic(est, &boot, LEVEL, 0.0), bc_percentile(est, &boot, LEVEL, 0.0), normal_interval(est, &boot, LEVEL, 0.0), p, centred(est, &boot, LEVEL, 0.0), upper_bound(est, &boot, LEVEL, 0.0)];
+        let ints = [
+            i,
+            basic(est, &boot, LEVEL, 0.0),
+            bc_percentile(est, &boot, LEVEL, 0.0),
+            normal_interval(est, &boot, LEVEL, 0.0),
+            p,
+            centred(est, &boot, LEVEL, 0.0),
+            upper_bound(est, &boot, LEVEL, 0.0),
+        ];
         for (k, iv) in ints.iter().enumerate() {
             all[k].add(iv, truth);
             if sim < SIMS {
@@ -169,11 +201,21 @@ fn mtv_coverage_changes_well_above_noise() {
         est_sum / SIMS_ABOVE as f64
     );
     for (a, f) in all.iter().zip(&first) {
-        println!("  {:<20} coverage {:5.1}% of {SIMS_ABOVE} (first {SIMS}: {:5.1}%)  mean width {:.5}", a.name, 100.0 * a.coverage(), 100.0 * f.coverage(), a.width / a.runs as f64);
+        println!(
+            "  {:<20} coverage {:5.1}% of {SIMS_ABOVE} (first {SIMS}: {:5.1}%)  mean width {:.5}",
+            a.name,
+            100.0 * a.coverage(),
+            100.0 * f.coverage(),
+            a.width / a.runs as f64
+        );
     }
     println!("  estimate inside its interval: {est_inside}/{SIMS_ABOVE}");
     // the rule: 90-99% of 200 runs; and of all runs
-    assert!((0.90..=0.99).contains(&first[0].coverage()), "interval coverage {} of the first {SIMS}", first[0].coverage());
+    assert!(
+        (0.90..=0.99).contains(&first[0].coverage()),
+        "interval coverage {} of the first {SIMS}",
+        first[0].coverage()
+    );
     assert!((0.90..=0.99).contains(&all[0].coverage()), "interval coverage {}", all[0].coverage());
     // The one-sided bound is nominal here (no upward bias left to make it conservative).
     assert!(all[6].coverage() >= 0.92, "upper-bound coverage {}", all[6].coverage());
@@ -187,9 +229,11 @@ fn mtv_upper_bound_near_zero_changes() {
     let se = se_diff(d0, d0, N);
     let deltas = walk(0.25 * se, 7);
     let truth = pop_mtv(&deltas);
-    let ratios: Vec<f64> = deltas.windows(2).map(|w| (pop_acc(w[1]) - pop_acc(w[0])).abs() / se_diff(w[0], w[1], N)).collect();
+    let ratios: Vec<f64> =
+        deltas.windows(2).map(|w| (pop_acc(w[1]) - pop_acc(w[0])).abs() / se_diff(w[0], w[1], N)).collect();
     let (lo, hi) = ratios.iter().fold((f64::INFINITY, 0.0f64), |(a, b), &r| (a.min(r), b.max(r)));
-    let names = ["interval (union)", "BC percentile", "normal bias-corr.", "upper_bound q_0.95", "basic 1-s. 2e-q_0.05"];
+    let names =
+        ["interval (union)", "BC percentile", "normal bias-corr.", "upper_bound q_0.95", "basic 1-s. 2e-q_0.05"];
     let mut t: Vec<Tally> = names.iter().map(|&n| Tally::new(n)).collect();
     let (mut est_sum, mut ub_sum, mut est_in_basic, mut est_above) = (0.0, 0.0, 0, 0);
     for sim in 0..SIMS {
@@ -199,7 +243,10 @@ fn mtv_upper_bound_near_zero_changes() {
         let u = upper_bound(est, &boot, LEVEL, 0.0);
         let i = interval(est, &boot, LEVEL, 0.0);
         let ub_basic = Interval { high: (2.0 * est - bootstrap::quantile(&boot, 1.0 - LEVEL)).max(0.0), ..u };
-        for (k, iv) in [i, bc_percentile(est, &boot, LEVEL, 0.0), normal_interval(est, &boot, LEVEL, 0.0), u, ub_basic].iter().enumerate() {
+        for (k, iv) in [i, bc_percentile(est, &boot, LEVEL, 0.0), normal_interval(est, &boot, LEVEL, 0.0), u, ub_basic]
+            .iter()
+            .enumerate()
+        {
             t[k].add(iv, truth);
         }
         est_sum += est;
@@ -325,7 +372,14 @@ fn selection_optimism_is_real_and_regret_covered() {
     let sims = 100;
     let (draws, per_draw) = (500, 10);
     let strata = vec![0u32; N];
-    let names = ["regret (selection)", "optimism (selection)", "regret basic raw", "optimism basic raw", "regret basic denoised", "optimism basic denoised"];
+    let names = [
+        "regret (selection)",
+        "optimism (selection)",
+        "regret basic raw",
+        "optimism basic raw",
+        "regret basic denoised",
+        "optimism basic denoised",
+    ];
     let mut t: Vec<Tally> = names.iter().map(|&n| Tally::new(n)).collect();
     let (mut reg, mut opt, mut opt_excl) = (vec![], vec![], 0);
     for sim in 0..sims {
@@ -389,7 +443,11 @@ fn selection_optimism_ci_narrows_with_more_examples() {
             / sims as f64
     };
     let (w1, w4) = (width(N), width(4 * N));
-    println!("selection optimism CI width: n = {N}: {w1:.5}, n = {}: {w4:.5}, ratio {:.3} (1/2 expected)", 4 * N, w4 / w1);
+    println!(
+        "selection optimism CI width: n = {N}: {w1:.5}, n = {}: {w4:.5}, ratio {:.3} (1/2 expected)",
+        4 * N,
+        w4 / w1
+    );
     assert!(w4 < 0.7 * w1, "{w4} vs {w1}");
 }
 

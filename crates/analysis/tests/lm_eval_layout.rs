@@ -6,7 +6,8 @@
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
-const PYTHIA: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/../../data/external/pythia-v1-zero-shot/pythia-160m-deduped");
+const PYTHIA: &str =
+    concat!(env!("CARGO_MANIFEST_DIR"), "/../../data/external/pythia-v1-zero-shot/pythia-160m-deduped");
 const TASKS: &str = "arc_easy,arc_challenge,piqa,sciq,lambada_openai";
 
 fn report(inputs: &[PathBuf], out: &Path, extra: &[&str]) -> (String, String) {
@@ -17,7 +18,8 @@ fn report(inputs: &[PathBuf], out: &Path, extra: &[&str]) -> (String, String) {
         .args(extra)
         .output()
         .unwrap();
-    let (stdout, stderr) = (String::from_utf8_lossy(&o.stdout).into_owned(), String::from_utf8_lossy(&o.stderr).into_owned());
+    let (stdout, stderr) =
+        (String::from_utf8_lossy(&o.stdout).into_owned(), String::from_utf8_lossy(&o.stderr).into_owned());
     assert!(o.status.success(), "analysis report failed: {stderr}");
     // the last line names the output folder
     (stdout.lines().filter(|l| !l.starts_with("tables written to")).collect::<Vec<_>>().join("\n"), stderr)
@@ -38,7 +40,8 @@ fn an_lm_eval_output_folder_gives_the_same_report_as_the_pythia_naming() {
         let args = v["config"]["model_args"].as_str().unwrap().to_string();
         assert!(args.contains("revision=step"), "{args}");
         if i % 2 == 1 {
-            let obj: serde_json::Map<String, serde_json::Value> = args.split(',').map(|kv| kv.split_once('=').unwrap()).map(|(k, v)| (k.to_string(), v.into())).collect();
+            let obj: serde_json::Map<String, serde_json::Value> =
+                args.split(',').map(|kv| kv.split_once('=').unwrap()).map(|(k, v)| (k.to_string(), v.into())).collect();
             v["config"]["model_args"] = obj.into();
         }
         let ts = format!("2024-06-{:02}T10-00-00.{:06}", 1 + i / 10, i);
@@ -50,7 +53,8 @@ fn an_lm_eval_output_folder_gives_the_same_report_as_the_pythia_naming() {
                     *a = 0.0.into();
                 }
             }
-            std::fs::write(model.join("results_2024-05-01T00-00-00.000001.json"), serde_json::to_string(&v).unwrap()).unwrap();
+            std::fs::write(model.join("results_2024-05-01T00-00-00.000001.json"), serde_json::to_string(&v).unwrap())
+                .unwrap();
         }
     }
     let (pythia, _) = report(&[PathBuf::from(PYTHIA)], &dir.path().join("a"), &[]);
@@ -59,9 +63,14 @@ fn an_lm_eval_output_folder_gives_the_same_report_as_the_pythia_naming() {
     assert_eq!(layout, pythia, "the lm-eval layout gives another report");
     assert!(notes.contains("kept the newest") && notes.contains("results_2024-05-01T00-00-00.000001.json"), "{notes}");
     for f in ["task_metrics.csv", "task_metrics.parquet"] {
-        assert_eq!(std::fs::read(dir.path().join("a").join(f)).unwrap(), std::fs::read(dir.path().join("b").join(f)).unwrap(), "{f} differs");
+        assert_eq!(
+            std::fs::read(dir.path().join("a").join(f)).unwrap(),
+            std::fs::read(dir.path().join("b").join(f)).unwrap(),
+            "{f} differs"
+        );
     }
-    let prov: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(dir.path().join("b/provenance.json")).unwrap()).unwrap();
+    let prov: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(dir.path().join("b/provenance.json")).unwrap()).unwrap();
     assert!(prov["notices"][0].as_str().unwrap().contains("set aside"), "{prov}");
     // a glob over the results files gives it too
     let (globbed, _) = report(&[model.join("results_2024-06-*.json")], &dir.path().join("c"), &[]);
@@ -73,11 +82,25 @@ fn lm_eval_inputs_need_an_output_folder_and_a_step() {
     let dir = tempfile::tempdir().unwrap();
     let m = dir.path().join("OUT/org__model");
     std::fs::create_dir_all(&m).unwrap();
-    std::fs::write(m.join("results_2024-01-01T00-00-00.1.json"), r#"{"results": {"t": {"acc,none": 0.5}}, "config": {"model_args": {"pretrained": "org/model"}}}"#).unwrap();
-    let run = |args: &[&str]| Command::new(env!("CARGO_BIN_EXE_analysis")).arg("report").arg(dir.path().join("OUT")).args(args).output().unwrap();
+    std::fs::write(
+        m.join("results_2024-01-01T00-00-00.1.json"),
+        r#"{"results": {"t": {"acc,none": 0.5}}, "config": {"model_args": {"pretrained": "org/model"}}}"#,
+    )
+    .unwrap();
+    let run = |args: &[&str]| {
+        Command::new(env!("CARGO_BIN_EXE_analysis"))
+            .arg("report")
+            .arg(dir.path().join("OUT"))
+            .args(args)
+            .output()
+            .unwrap()
+    };
     let o = run(&[]);
     let e = String::from_utf8_lossy(&o.stderr);
-    assert!(!o.status.success() && e.contains("results_2024-01-01T00-00-00.1.json") && e.contains("--step-from"), "{e}");
+    assert!(
+        !o.status.success() && e.contains("results_2024-01-01T00-00-00.1.json") && e.contains("--step-from"),
+        "{e}"
+    );
     let out = dir.path().join("x").display().to_string();
     let o = run(&["--out", &out, "--step-from", "[("]);
     assert!(!o.status.success() && String::from_utf8_lossy(&o.stderr).contains("--step-from"));
@@ -113,14 +136,21 @@ fn log_samples_give_the_example_level_report_through_the_binary() {
         std::fs::write(m.join(format!("samples_t_{ts}.jsonl")), lines).unwrap();
     }
     let out = dir.path().join("report");
-    let o = Command::new(env!("CARGO_BIN_EXE_analysis")).arg("report").arg(dir.path().join("OUT")).args(["--out".as_ref(), out.as_os_str()]).output().unwrap();
+    let o = Command::new(env!("CARGO_BIN_EXE_analysis"))
+        .arg("report")
+        .arg(dir.path().join("OUT"))
+        .args(["--out".as_ref(), out.as_os_str()])
+        .output()
+        .unwrap();
     assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
     let tm = std::fs::read_to_string(out.join("task_metrics.csv")).unwrap();
     // no quoted fields in this table
     let mut lines = tm.lines().map(|l| l.split(',').collect::<Vec<_>>());
     let h = lines.next().unwrap();
     let col = |name: &str| h.iter().position(|x| *x == name).unwrap();
-    let row = lines.find(|r| r[col("task")] == "t" && r[col("window")] == "all" && r[col("metric")] == "acc").expect("an all-checkpoint acc row of t");
+    let row = lines
+        .find(|r| r[col("task")] == "t" && r[col("window")] == "all" && r[col("metric")] == "acc")
+        .expect("an all-checkpoint acc row of t");
     let num = |name: &str| row[col(name)].parse::<f64>().unwrap();
     // task scores 0.5, 0.25, 0.75: MTV (0.25 + 0.5) / 2; flip rates 0, 1, 0.5, 0: mean 0.375
     assert!((num("mtv") - 0.375).abs() < 1e-12 && (num("mean_flip_rate") - 0.375).abs() < 1e-12, "{tm}");

@@ -3,8 +3,8 @@
 //! find them), and the old independent-binomial figure on the churn trails (well below 1x, which
 //! is why it is only an upper bound on noise). Run with `--nocapture` to read the measured rates.
 
-use ndarray::Array2;
 use analysis::nulls::{independent_binomial_bound, sign_flip_null};
+use ndarray::Array2;
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 use std::time::Instant;
@@ -89,7 +89,12 @@ fn run(alternating: f64, seed_base: u64) -> Summary {
         bound_rejected += u64::from(b.p_value < 0.05);
     }
     let sims = SIMS as f64;
-    Summary { rejection_rate: rejected as f64 / sims, mean_ratio: ratio / sims, mean_bound_ratio: bound_ratio / sims, bound_rejection_rate: bound_rejected as f64 / sims }
+    Summary {
+        rejection_rate: rejected as f64 / sims,
+        mean_ratio: ratio / sims,
+        mean_bound_ratio: bound_ratio / sims,
+        bound_rejection_rate: bound_rejected as f64 / sims,
+    }
 }
 
 #[test]
@@ -146,7 +151,10 @@ fn constant_accuracy_churn_size_precisely() {
     }
     for (k, &level) in levels.iter().enumerate() {
         let rate = rejected[k] as f64 / sims as f64;
-        println!("pure churn, {sims} trails: rejection rate at {level}: {rate:.4} (+- {:.4})", (rate * (1.0 - rate) / sims as f64).sqrt());
+        println!(
+            "pure churn, {sims} trails: rejection rate at {level}: {rate:.4} (+- {:.4})",
+            (rate * (1.0 - rate) / sims as f64).sqrt()
+        );
     }
     assert!(rejected[1] as f64 / (sims as f64) <= 0.10);
 }

@@ -18,7 +18,8 @@ pub fn brown(text: &str) -> Vec<String> {
         .map(|p| {
             p.lines()
                 .map(|line| {
-                    let words: Vec<&str> = line.split_whitespace().map(|t| t.rsplit_once('/').map_or(t, |(w, _)| w)).collect();
+                    let words: Vec<&str> =
+                        line.split_whitespace().map(|t| t.rsplit_once('/').map_or(t, |(w, _)| w)).collect();
                     detokenize(&words)
                 })
                 .collect::<Vec<_>>()
@@ -113,9 +114,10 @@ pub fn sotu(text: &str) -> Vec<String> {
 
 /// Words that end in a period without ending a sentence (titles, months, `No.`, `vs.`).
 const ABBREVIATIONS: &[&str] = &[
-    "Mr", "Mrs", "Ms", "Messrs", "Dr", "St", "Mt", "Ft", "Gen", "Gens", "Lt", "Col", "Capt", "Maj", "Adm", "Sgt", "Cmdr", "Gov",
-    "Sen", "Rep", "Hon", "Rev", "Prof", "Jr", "Sr", "No", "Nos", "Co", "Inc", "Corp", "Bros", "Art", "Sec", "Vol", "vs", "cf",
-    "viz", "Jan", "Feb", "Mar", "Apr", "Jun", "Jul", "Aug", "Sep", "Sept", "Oct", "Nov", "Dec",
+    "Mr", "Mrs", "Ms", "Messrs", "Dr", "St", "Mt", "Ft", "Gen", "Gens", "Lt", "Col", "Capt", "Maj", "Adm", "Sgt",
+    "Cmdr", "Gov", "Sen", "Rep", "Hon", "Rev", "Prof", "Jr", "Sr", "No", "Nos", "Co", "Inc", "Corp", "Bros", "Art",
+    "Sec", "Vol", "vs", "cf", "viz", "Jan", "Feb", "Mar", "Apr", "Jun", "Jul", "Aug", "Sep", "Sept", "Oct", "Nov",
+    "Dec",
 ];
 
 const OPENERS: [char; 6] = ['"', '\'', '\u{201c}', '\u{2018}', '(', '['];
@@ -153,7 +155,10 @@ pub fn sentences(text: &str) -> Vec<(String, bool)> {
 fn glued_boundary(word: &str) -> Option<usize> {
     let b = word.as_bytes();
     (1..b.len().saturating_sub(2)).find(|&i| {
-        matches!(b[i], b'.' | b'?' | b'!' | b':') && b[i - 1].is_ascii_lowercase() && b[i + 1].is_ascii_uppercase() && b[i + 2].is_ascii_lowercase()
+        matches!(b[i], b'.' | b'?' | b'!' | b':')
+            && b[i - 1].is_ascii_lowercase()
+            && b[i + 1].is_ascii_uppercase()
+            && b[i + 2].is_ascii_lowercase()
     })
 }
 
@@ -195,7 +200,8 @@ mod tests {
 
     #[test]
     fn brown_drops_tags_and_rejoins_punctuation() {
-        let raw = "\n\n\tThe/at Jury/nn-tl said/vbd ``/`` no/at evidence/nn ''/'' ,/, that/cs it/pps took/vbd place/nn ./.\n";
+        let raw =
+            "\n\n\tThe/at Jury/nn-tl said/vbd ``/`` no/at evidence/nn ''/'' ,/, that/cs it/pps took/vbd place/nn ./.\n";
         assert_eq!(brown(raw), vec![r#"The Jury said "no evidence", that it took place."#]);
     }
 
@@ -220,7 +226,12 @@ mod tests {
     fn sentences_end_at_capitals_but_not_after_abbreviations() {
         let text = "Mr. Smith met Gen. Grant and John F. Kennedy in the U.S. Senate. Was it \"good?\" Yes! 3. rose. (Then) it ended.";
         let got: Vec<(String, bool)> = sentences(text);
-        let expected = ["Mr. Smith met Gen. Grant and John F. Kennedy in the U.S. Senate.", "Was it \"good?\"", "Yes! 3. rose.", "(Then) it ended."];
+        let expected = [
+            "Mr. Smith met Gen. Grant and John F. Kennedy in the U.S. Senate.",
+            "Was it \"good?\"",
+            "Yes! 3. rose.",
+            "(Then) it ended.",
+        ];
         assert_eq!(got, expected.map(|s| (s.to_string(), false)));
     }
 
@@ -232,8 +243,15 @@ mod tests {
         let sizes: Vec<usize> = paras.iter().map(|p| p.split_whitespace().count()).collect();
         assert_eq!(sizes, vec![63, 63, 9], "7 sentences are the fewest that reach 60 words");
         assert_eq!(paras.join(" "), address, "regrouping keeps every word in order");
-        assert_eq!(sotu("It was our land.We have  defended it. Thank you."), vec!["It was our land.", "We have defended it. Thank you."]);
-        assert_eq!(sotu("Paid to the U.S.Treasury: 1.5 billion"), vec!["Paid to the U.S.Treasury: 1.5 billion"], "no lower-case letter before the dot");
+        assert_eq!(
+            sotu("It was our land.We have  defended it. Thank you."),
+            vec!["It was our land.", "We have defended it. Thank you."]
+        );
+        assert_eq!(
+            sotu("Paid to the U.S.Treasury: 1.5 billion"),
+            vec!["Paid to the U.S.Treasury: 1.5 billion"],
+            "no lower-case letter before the dot"
+        );
     }
 
     #[test]

@@ -169,7 +169,12 @@ fn source_files(raw: &Path, src: &Source) -> Result<Vec<PathBuf>> {
         return Ok(vec![root]);
     }
     if !root.is_dir() {
-        bail!("{}: missing; run `just data` to fetch and unpack source `{}` ({})", root.display(), src.name, src.package);
+        bail!(
+            "{}: missing; run `just data` to fetch and unpack source `{}` ({})",
+            root.display(),
+            src.name,
+            src.package
+        );
     }
     let mut out = Vec::new();
     let mut stack = vec![root.clone()];

@@ -22,7 +22,13 @@ fn main() -> anyhow::Result<()> {
         println!("{:<20} {:>6} {:>9} {:>7} {:>12}", s.name, s.files, s.paragraphs, s.duplicates_removed, s.bytes);
     }
     for s in &m.splits {
-        println!("{:<12} {:>9} paragraphs {:>12} bytes  sha256 {}", format!("{:?}", s.split), s.paragraphs, s.bytes, &s.sha256[..16]);
+        println!(
+            "{:<12} {:>9} paragraphs {:>12} bytes  sha256 {}",
+            format!("{:?}", s.split),
+            s.paragraphs,
+            s.bytes,
+            &s.sha256[..16]
+        );
     }
     Ok(())
 }

@@ -21,8 +21,8 @@
 //! Writes `just bench`'s rows to runs/bench/average-k<k>-<mb>mb.summary.json: per dtype the
 //! default (f64 accumulation, 2 threads) against PyTorch and the 2-thread memory copy.
 use anyhow::{ensure, Result};
-use output::bench::{Goal, Reference, Row, Spread};
 use integrate::average::{average, average_file, uniform, Accumulate, Checkpoint};
+use output::bench::{Goal, Reference, Row, Spread};
 use rayon::prelude::*;
 use safetensors::tensor::{Dtype, TensorView};
 use std::path::{Path, PathBuf};
@@ -73,7 +73,11 @@ fn make_inputs(dir: &Path, k: usize, mb: usize, dtype: Dtype) -> Result<Vec<Path
                 out
             })
             .collect();
-        let views: Vec<(String, TensorView)> = data.iter().enumerate().map(|(t, b)| (format!("layer.{t}.weight"), TensorView::new(dtype, vec![per], b).unwrap())).collect();
+        let views: Vec<(String, TensorView)> = data
+            .iter()
+            .enumerate()
+            .map(|(t, b)| (format!("layer.{t}.weight"), TensorView::new(dtype, vec![per], b).unwrap()))
+            .collect();
         let p = dir.join(format!("c{i}.safetensors"));
         safetensors::serialize_to_file(views, None, &p)?;
         paths.push(p);
@@ -105,38 +109,56 @@ fn bounds(k: usize, mb: usize, reps: usize, one: &rayon::ThreadPool, two: &rayon
     let src = vec![1u8; buf];
     let mut dst = vec![0u8; buf];
     let copy = |p: &rayon::ThreadPool, dst: &mut [u8]| {
-        timed(reps, || {}, || {
-            let mut left = (k + 1) * (mb << 20);
-            while left > 0 {
-                let n = left.min(buf);
-                p.install(|| dst[..n].par_chunks_mut(1 << 20).zip(src[..n].par_chunks(1 << 20)).for_each(|(d, s)| d.copy_from_slice(std::hint::black_box(s))));
-                left -= n;
-            }
-            Ok(())
-        })
+        timed(
+            reps,
+            || {},
+            || {
+                let mut left = (k + 1) * (mb << 20);
+                while left > 0 {
+                    let n = left.min(buf);
+                    p.install(|| {
+                        dst[..n]
+                            .par_chunks_mut(1 << 20)
+                            .zip(src[..n].par_chunks(1 << 20))
+                            .for_each(|(d, s)| d.copy_from_slice(std::hint::black_box(s)))
+                    });
+                    left -= n;
+                }
+                Ok(())
+            },
+        )
     };
     let copy1 = copy(one, &mut dst)?;
     let copy2 = copy(two, &mut dst)?;
     // read k x mb bytes (the source buffer again and again, folded with xor so that nothing is
     // optimised away), then write mb bytes
     let mut stream = |p: &rayon::ThreadPool| {
-        timed(reps, || {}, || {
-            let mut left = k * (mb << 20);
-            let mut fold = 0u64;
-            while left > 0 {
-                let n = left.min(buf);
-                fold ^= p.install(|| src[..n].par_chunks(1 << 20).map(|c| c.chunks_exact(8).fold(0u64, |a, x| a ^ u64::from_le_bytes(x.try_into().unwrap()))).reduce(|| 0, |a, b| a ^ b));
-                left -= n;
-            }
-            let mut left = mb << 20;
-            while left > 0 {
-                let n = left.min(buf);
-                p.install(|| dst[..n].par_chunks_mut(1 << 20).for_each(|d| d.fill(fold as u8)));
-                left -= n;
-            }
-            std::hint::black_box(&dst);
-            Ok(())
-        })
+        timed(
+            reps,
+            || {},
+            || {
+                let mut left = k * (mb << 20);
+                let mut fold = 0u64;
+                while left > 0 {
+                    let n = left.min(buf);
+                    fold ^= p.install(|| {
+                        src[..n]
+                            .par_chunks(1 << 20)
+                            .map(|c| c.chunks_exact(8).fold(0u64, |a, x| a ^ u64::from_le_bytes(x.try_into().unwrap())))
+                            .reduce(|| 0, |a, b| a ^ b)
+                    });
+                    left -= n;
+                }
+                let mut left = mb << 20;
+                while left > 0 {
+                    let n = left.min(buf);
+                    p.install(|| dst[..n].par_chunks_mut(1 << 20).for_each(|d| d.fill(fold as u8)));
+                    left -= n;
+                }
+                std::hint::black_box(&dst);
+                Ok(())
+            },
+        )
     };
     let stream1 = stream(one)?;
     let stream2 = stream(two)?;
@@ -153,7 +175,10 @@ fn main() -> Result<()> {
     let (one, two) = (pool(1), pool(2));
     let mut headline = Vec::new();
 
-    println!("k = {k} inputs of {mb} MB; bytes moved (k reads + 1 write) = {:.2} GB; median of {reps} (min, max)", bytes / 1e9);
+    println!(
+        "k = {k} inputs of {mb} MB; bytes moved (k reads + 1 write) = {:.2} GB; median of {reps} (min, max)",
+        bytes / 1e9
+    );
     for dtype in [Dtype::F32, Dtype::BF16] {
         let dir = tempfile::tempdir()?;
         let paths = make_inputs(dir.path(), k, mb, dtype)?;
@@ -171,18 +196,27 @@ fn main() -> Result<()> {
             let _ = std::process::Command::new("sync").status();
         };
         let ours = |p: &rayon::ThreadPool, acc: Accumulate, to: &Path| {
-            timed(reps, || settle(to), || {
-                p.install(|| {
-                    let inputs: Vec<Checkpoint> = paths.iter().map(|p| Checkpoint::open(p)).collect::<Result<_>>()?;
-                    average_file(&inputs, &uniform(k), acc, to)
-                })
-            })
+            timed(
+                reps,
+                || settle(to),
+                || {
+                    p.install(|| {
+                        let inputs: Vec<Checkpoint> =
+                            paths.iter().map(|p| Checkpoint::open(p)).collect::<Result<_>>()?;
+                        average_file(&inputs, &uniform(k), acc, to)
+                    })
+                },
+            )
         };
         let seq_out = dir.path().join("seq.safetensors");
         let mut rows = Vec::new();
         let mut identical = true;
         for acc in [Accumulate::F64, Accumulate::F32] {
-            let name = format!("integrate, {} accumulate{}", if acc == Accumulate::F64 { "f64" } else { "f32" }, if acc == Accumulate::F64 { " (default)" } else { "" });
+            let name = format!(
+                "integrate, {} accumulate{}",
+                if acc == Accumulate::F64 { "f64" } else { "f32" },
+                if acc == Accumulate::F64 { " (default)" } else { "" }
+            );
             let s1 = ours(&one, acc, &seq_out)?;
             let s2 = ours(&two, acc, &out)?;
             identical &= same_bytes(&seq_out, &out)?;
@@ -191,25 +225,54 @@ fn main() -> Result<()> {
         }
         remove(&seq_out);
         // the whole library call: folder lock, staging, fsync, rename
-        let durable = timed(reps, || settle(&out), || two.install(|| {
-            let inputs: Vec<Checkpoint> = paths.iter().map(|p| Checkpoint::open(p)).collect::<Result<_>>()?;
-            average(&inputs, &uniform(k), Accumulate::F64, &out).map(|_| ())
-        }))?;
+        let durable = timed(
+            reps,
+            || settle(&out),
+            || {
+                two.install(|| {
+                    let inputs: Vec<Checkpoint> = paths.iter().map(|p| Checkpoint::open(p)).collect::<Result<_>>()?;
+                    average(&inputs, &uniform(k), Accumulate::F64, &out).map(|_| ())
+                })
+            },
+        )?;
         rows.push(("average(): + staging, fsync".to_string(), "2".to_string(), durable, copy2.median, stream2.median));
         remove(&out);
 
         let py_out = dir.path().join("py.safetensors");
-        let py = std::process::Command::new(".venv/bin/python").arg("crates/integrate/bench/average_reference.py").arg(reps.to_string()).arg(&py_out).args(&paths).output()?;
+        let py = std::process::Command::new(".venv/bin/python")
+            .arg("crates/integrate/bench/average_reference.py")
+            .arg(reps.to_string())
+            .arg(&py_out)
+            .args(&paths)
+            .output()?;
         ensure!(py.status.success(), "reference failed: {}", String::from_utf8_lossy(&py.stderr));
         let v: serde_json::Value = serde_json::from_slice(py.stdout.trim_ascii())?;
         let ps: Vec<f64> = v["seconds"].as_array().unwrap().iter().map(|x| x.as_f64().unwrap()).collect();
         let py_s = Spread::of(&ps);
-        rows.push(("PyTorch load/mean/save".to_string(), format!("{}", v["threads"]), py_s, copy2.median, stream2.median));
+        rows.push((
+            "PyTorch load/mean/save".to_string(),
+            format!("{}", v["threads"]),
+            py_s,
+            copy2.median,
+            stream2.median,
+        ));
 
         println!();
         println!("{dtype:?} inputs");
-        println!("{:<36} {:>7} {:>26} {:>7} {:>7} {:>7}", "", "threads", "seconds (min, max)", "GB/s", "x copy", "x read");
-        let line = |name: &str, th: &str, Spread { median: m, min: lo, max: hi, .. }: Spread, copy: f64, stream: f64| println!("{name:<36} {th:>7} {:>26} {:>7.2} {:>7.2} {:>7.2}", format!("{m:.3} ({lo:.3}, {hi:.3})"), bytes / m / 1e9, m / copy, m / stream);
+        println!(
+            "{:<36} {:>7} {:>26} {:>7} {:>7} {:>7}",
+            "", "threads", "seconds (min, max)", "GB/s", "x copy", "x read"
+        );
+        let line =
+            |name: &str, th: &str, Spread { median: m, min: lo, max: hi, .. }: Spread, copy: f64, stream: f64| {
+                println!(
+                    "{name:<36} {th:>7} {:>26} {:>7.2} {:>7.2} {:>7.2}",
+                    format!("{m:.3} ({lo:.3}, {hi:.3})"),
+                    bytes / m / 1e9,
+                    m / copy,
+                    m / stream
+                )
+            };
         line("memory copy (bound)", "1", copy1, copy1.median, stream1.median);
         line("memory copy (bound)", "2", copy2, copy2.median, stream2.median);
         line("read k + write 1 (tighter bound)", "1", stream1, copy1.median, stream1.median);
@@ -231,7 +294,12 @@ fn main() -> Result<()> {
             goal: Some(Goal::WithinBound(2.0)),
         });
     }
-    output::bench::write_summary(Path::new("runs/bench"), &format!("average-k{k}-{mb}mb"), &headline, serde_json::json!({"k": k, "mb": mb, "reps": reps}))?;
+    output::bench::write_summary(
+        Path::new("runs/bench"),
+        &format!("average-k{k}-{mb}mb"),
+        &headline,
+        serde_json::json!({"k": k, "mb": mb, "reps": reps}),
+    )?;
     println!("\nx copy, x read: median time over the median time of the copy bound, of the read-k-write-1 bound, on as many threads (PyTorch and average(): 2)");
     Ok(())
 }

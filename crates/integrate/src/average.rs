@@ -56,7 +56,9 @@ fn map(path: &Path) -> Result<Mmap> {
 }
 
 fn parse<'a>(path: &Path, bytes: &'a [u8]) -> Result<SafeTensors<'a>> {
-    SafeTensors::deserialize(bytes).map_err(|e: SafeTensorError| anyhow::anyhow!("{}: not a valid safetensors file (truncated or corrupt?): {e}", path.display()))
+    SafeTensors::deserialize(bytes).map_err(|e: SafeTensorError| {
+        anyhow::anyhow!("{}: not a valid safetensors file (truncated or corrupt?): {e}", path.display())
+    })
 }
 
 impl Checkpoint {
@@ -65,8 +67,12 @@ impl Checkpoint {
             let idx = path.join("model.safetensors.index.json");
             if idx.is_file() {
                 let text = std::fs::read_to_string(&idx).with_context(|| format!("{}: cannot read", idx.display()))?;
-                let v: serde_json::Value = serde_json::from_str(&text).with_context(|| format!("{}: malformed index", idx.display()))?;
-                let wm = v.get("weight_map").and_then(|m| m.as_object()).with_context(|| format!("{}: no weight_map", idx.display()))?;
+                let v: serde_json::Value =
+                    serde_json::from_str(&text).with_context(|| format!("{}: malformed index", idx.display()))?;
+                let wm = v
+                    .get("weight_map")
+                    .and_then(|m| m.as_object())
+                    .with_context(|| format!("{}: no weight_map", idx.display()))?;
                 let mut files: Vec<String> = wm.values().filter_map(|f| f.as_str().map(str::to_owned)).collect();
                 files.sort();
                 files.dedup();
@@ -77,7 +83,10 @@ impl Checkpoint {
                 bail!("{}: neither model.safetensors nor model.safetensors.index.json inside", path.display());
             }
         } else {
-            let name = path.file_name().and_then(|n| n.to_str()).with_context(|| format!("{}: not a file name", path.display()))?;
+            let name = path
+                .file_name()
+                .and_then(|n| n.to_str())
+                .with_context(|| format!("{}: not a file name", path.display()))?;
             (path.parent().unwrap_or(Path::new(".")).to_path_buf(), vec![name.to_string()], None)
         };
         let mut maps = BTreeMap::new();
@@ -105,7 +114,9 @@ impl Checkpoint {
     }
 
     fn tensor(&self, name: &str) -> Result<(Dtype, Vec<usize>, &[u8])> {
-        let Some((dtype, shape, range)) = self.layout.get(name) else { bail!("{}: tensor `{name}` missing", self.source.display()) };
+        let Some((dtype, shape, range)) = self.layout.get(name) else {
+            bail!("{}: tensor `{name}` missing", self.source.display())
+        };
         Ok((*dtype, shape.clone(), &self.maps[&self.weight_map[name]][range.clone()]))
     }
 
@@ -272,7 +283,10 @@ fn encode(dtype: Dtype, acc: &[f64], out: &mut [u8]) {
                 }
             }
         }
-        Dtype::F16 => out.chunks_exact_mut(2).zip(acc).for_each(|(o, &v)| o.copy_from_slice(&half::f16::from_f64(v).to_le_bytes())),
+        Dtype::F16 => out
+            .chunks_exact_mut(2)
+            .zip(acc)
+            .for_each(|(o, &v)| o.copy_from_slice(&half::f16::from_f64(v).to_le_bytes())),
         _ => unreachable!("dtypes are checked before writing"),
     }
 }
@@ -331,13 +345,25 @@ fn compute_range(plan: &Plan, weights: &[f64], acc: Accumulate, range: std::ops:
 
 #[cfg(target_arch = "x86_64")]
 #[target_feature(enable = "avx2")]
-unsafe fn compute_range_avx2(plan: &Plan, weights: &[f64], acc: Accumulate, range: std::ops::Range<usize>, out: &mut [u8]) {
+unsafe fn compute_range_avx2(
+    plan: &Plan,
+    weights: &[f64],
+    acc: Accumulate,
+    range: std::ops::Range<usize>,
+    out: &mut [u8],
+) {
     compute_range(plan, weights, acc, range, out)
 }
 
 #[cfg(target_arch = "x86_64")]
 #[target_feature(enable = "avx512f,avx512bw,avx512dq,avx512vl")]
-unsafe fn compute_range_avx512(plan: &Plan, weights: &[f64], acc: Accumulate, range: std::ops::Range<usize>, out: &mut [u8]) {
+unsafe fn compute_range_avx512(
+    plan: &Plan,
+    weights: &[f64],
+    acc: Accumulate,
+    range: std::ops::Range<usize>,
+    out: &mut [u8],
+) {
     compute_range(plan, weights, acc, range, out)
 }
 
@@ -367,7 +393,10 @@ fn header(tensors: &mut [(&str, Dtype, Vec<usize>)]) -> Result<(Vec<u8>, Vec<usi
     let (mut infos, mut offsets, mut offset) = (Vec::new(), Vec::new(), 0);
     for (name, dtype, shape) in tensors.iter() {
         let n = shape.iter().product::<usize>() * dtype.bitsize() / 8;
-        infos.push((name.to_string(), safetensors::tensor::TensorInfo { dtype: *dtype, shape: shape.clone(), data_offsets: (offset, offset + n) }));
+        infos.push((
+            name.to_string(),
+            safetensors::tensor::TensorInfo { dtype: *dtype, shape: shape.clone(), data_offsets: (offset, offset + n) },
+        ));
         offsets.push(offset);
         offset += n;
     }
@@ -437,7 +466,11 @@ pub fn check_compatible(inputs: &[Checkpoint]) -> Result<()> {
     for c in &inputs[1..] {
         for name in first.weight_map.keys() {
             if !c.weight_map.contains_key(name) {
-                bail!("{}: tensor `{name}` is missing (present in {})", c.source.display(), first.shard_path(name).display());
+                bail!(
+                    "{}: tensor `{name}` is missing (present in {})",
+                    c.source.display(),
+                    first.shard_path(name).display()
+                );
             }
         }
         if let Some(extra) = c.weight_map.keys().find(|n| !first.weight_map.contains_key(*n)) {
@@ -447,10 +480,18 @@ pub fn check_compatible(inputs: &[Checkpoint]) -> Result<()> {
             let (da, sa, _) = first.tensor(name)?;
             let (db, sb, _) = c.tensor(name)?;
             if sa != sb {
-                bail!("{}: tensor `{name}` has shape {sb:?}, {} has {sa:?}", c.shard_path(name).display(), first.shard_path(name).display());
+                bail!(
+                    "{}: tensor `{name}` has shape {sb:?}, {} has {sa:?}",
+                    c.shard_path(name).display(),
+                    first.shard_path(name).display()
+                );
             }
             if da != db {
-                bail!("{}: tensor `{name}` has dtype {db:?}, {} has {da:?}", c.shard_path(name).display(), first.shard_path(name).display());
+                bail!(
+                    "{}: tensor `{name}` has dtype {db:?}, {} has {da:?}",
+                    c.shard_path(name).display(),
+                    first.shard_path(name).display()
+                );
             }
         }
     }
@@ -479,7 +520,13 @@ pub fn average_file(inputs: &[Checkpoint], weights: &[f64], acc: Accumulate, pat
 /// Stages the weighted mean of `inputs` into `set`: as `file` for single-file inputs, or with
 /// the shard layout and index of the first input for sharded ones. `weights` must be
 /// non-negative and sum to 1. Returns the names written.
-pub fn average_into(inputs: &[Checkpoint], weights: &[f64], acc: Accumulate, set: &mut FileSet, file: &str) -> Result<Vec<String>> {
+pub fn average_into(
+    inputs: &[Checkpoint],
+    weights: &[f64],
+    acc: Accumulate,
+    set: &mut FileSet,
+    file: &str,
+) -> Result<Vec<String>> {
     check_inputs(inputs, weights)?;
     let first = &inputs[0];
     let mut shards: BTreeMap<&str, Vec<&str>> = BTreeMap::new();
@@ -518,7 +565,8 @@ pub fn average(inputs: &[Checkpoint], weights: &[f64], acc: Accumulate, out: &Pa
     let (dir, file) = if sharded {
         (out.to_path_buf(), String::new())
     } else {
-        let name = out.file_name().and_then(|n| n.to_str()).with_context(|| format!("{}: not a file name", out.display()))?;
+        let name =
+            out.file_name().and_then(|n| n.to_str()).with_context(|| format!("{}: not a file name", out.display()))?;
         (out.parent().filter(|p| !p.as_os_str().is_empty()).unwrap_or(Path::new(".")).to_path_buf(), name.to_string())
     };
     let lock = FolderLock::acquire(&dir, "integrate average")?;
@@ -569,13 +617,19 @@ mod tests {
     /// of an f64 (all half looks at, besides whether the lower 32 are zero).
     fn check_rounding(his: impl Iterator<Item = u32>) {
         let lows = [0u32, 1, 0x8000_0000, 0xFFFF_FFFF];
-        let vals: Vec<f64> = his.flat_map(|hi| lows.map(|lo| f64::from_bits(((hi as u64) << 32) | lo as u64))).collect();
+        let vals: Vec<f64> =
+            his.flat_map(|hi| lows.map(|lo| f64::from_bits(((hi as u64) << 32) | lo as u64))).collect();
         let mut out = vec![0u8; vals.len() * 2];
         for (v, o) in vals.chunks(BLOCK).zip(out.chunks_mut(BLOCK * 2)) {
             encode(Dtype::BF16, v, o);
         }
         for (v, o) in vals.iter().zip(out.chunks_exact(2)) {
-            assert_eq!(u16::from_le_bytes([o[0], o[1]]), half::bf16::from_f64(*v).to_bits(), "{v:e} ({:#018x})", v.to_bits());
+            assert_eq!(
+                u16::from_le_bytes([o[0], o[1]]),
+                half::bf16::from_f64(*v).to_bits(),
+                "{v:e} ({:#018x})",
+                v.to_bits()
+            );
         }
     }
 
@@ -584,7 +638,10 @@ mod tests {
         // every sign and exponent, with mantissas at and around each rounding boundary (the
         // round bit 12, the sticky bits below it, the last kept bit 13, all ones), and random ones
         let mut rng = rand_chacha::ChaCha8Rng::seed_from_u64(7);
-        let mans = [0u32, 1, 0x0FFF, 0x1000, 0x1001, 0x1FFF, 0x2000, 0x2FFF, 0x3000, 0x3001, 0xF_EFFF, 0xF_F000, 0xF_F001, 0xF_FFFF];
+        let mans = [
+            0u32, 1, 0x0FFF, 0x1000, 0x1001, 0x1FFF, 0x2000, 0x2FFF, 0x3000, 0x3001, 0xF_EFFF, 0xF_F000, 0xF_F001,
+            0xF_FFFF,
+        ];
         let mut his = Vec::new();
         for sign in [0u32, 0x8000_0000] {
             for exp in 0..0x800u32 {
@@ -601,14 +658,20 @@ mod tests {
     #[ignore]
     fn bf16_rounding_matches_half_exhaustively() {
         use rayon::prelude::*;
-        (0..1u64 << 16).into_par_iter().for_each(|top| check_rounding((0..1u32 << 16).map(|lo| ((top as u32) << 16) | lo)));
+        (0..1u64 << 16)
+            .into_par_iter()
+            .for_each(|top| check_rounding((0..1u32 << 16).map(|lo| ((top as u32) << 16) | lo)));
     }
 
     fn random_bytes(rng: &mut impl Rng, dtype: Dtype, n: usize) -> Vec<u8> {
         let specials = [0.0, -0.0, 1e-40, -3e-39, 1e-300, 3.4e38, -3.4e38, 1e-45, 65504.0, 6e-8];
         (0..n)
             .flat_map(|_| {
-                let v: f64 = if rng.gen_bool(0.05) { specials[rng.gen_range(0..specials.len())] } else { rng.gen_range(-0.1..0.1) };
+                let v: f64 = if rng.gen_bool(0.05) {
+                    specials[rng.gen_range(0..specials.len())]
+                } else {
+                    rng.gen_range(-0.1..0.1)
+                };
                 match dtype {
                     Dtype::F32 => (v as f32).to_le_bytes().to_vec(),
                     Dtype::F64 => v.to_le_bytes().to_vec(),
@@ -645,15 +708,27 @@ mod tests {
                         out
                     };
                     let portable = run(&|r, o| compute_range(&plan, &weights, acc, r, o));
-                    assert_eq!(portable, run(&|r, o| compute_job(&plan, &weights, acc, r, o)), "{dtype:?} k={k} {acc:?}");
+                    assert_eq!(
+                        portable,
+                        run(&|r, o| compute_job(&plan, &weights, acc, r, o)),
+                        "{dtype:?} k={k} {acc:?}"
+                    );
                     #[cfg(target_arch = "x86_64")]
                     {
                         if std::arch::is_x86_feature_detected!("avx2") {
-                            assert_eq!(portable, run(&|r, o| unsafe { compute_range_avx2(&plan, &weights, acc, r, o) }), "avx2 {dtype:?} k={k} {acc:?}");
+                            assert_eq!(
+                                portable,
+                                run(&|r, o| unsafe { compute_range_avx2(&plan, &weights, acc, r, o) }),
+                                "avx2 {dtype:?} k={k} {acc:?}"
+                            );
                         }
                         use std::arch::is_x86_feature_detected as has;
                         if has!("avx512f") && has!("avx512bw") && has!("avx512dq") && has!("avx512vl") {
-                            assert_eq!(portable, run(&|r, o| unsafe { compute_range_avx512(&plan, &weights, acc, r, o) }), "avx512 {dtype:?} k={k} {acc:?}");
+                            assert_eq!(
+                                portable,
+                                run(&|r, o| unsafe { compute_range_avx512(&plan, &weights, acc, r, o) }),
+                                "avx512 {dtype:?} k={k} {acc:?}"
+                            );
                         }
                     }
                 }

@@ -33,10 +33,13 @@ pub fn majority_vote(members: &[&[f64]], tiebreak: &[f64]) -> usize {
         votes[argmax(m)] += 1;
     }
     let top = *votes.iter().max().unwrap();
-    (0..votes.len()).filter(|&o| votes[o] == top).fold(None, |best: Option<usize>, o| match best {
-        Some(b) if tiebreak[b] >= tiebreak[o] => Some(b),
-        _ => Some(o),
-    }).unwrap()
+    (0..votes.len())
+        .filter(|&o| votes[o] == top)
+        .fold(None, |best: Option<usize>, o| match best {
+            Some(b) if tiebreak[b] >= tiebreak[o] => Some(b),
+            _ => Some(o),
+        })
+        .unwrap()
 }
 
 /// softmax of `x`, computed stably.
@@ -89,7 +92,8 @@ pub fn ensemble_rows(rows: &[ExampleRecord], k: usize, rule: Rule) -> Result<Vec
                 bail!("task {task} example {id}: option counts differ between checkpoints");
             }
             let chars = &window[0].lengths_chars;
-            let per_char: Vec<Vec<f64>> = ll.iter().map(|x| x.iter().zip(chars).map(|(l, &c)| l / c.max(1) as f64).collect()).collect();
+            let per_char: Vec<Vec<f64>> =
+                ll.iter().map(|x| x.iter().zip(chars).map(|(l, &c)| l / c.max(1) as f64).collect()).collect();
             let per_char: Vec<&[f64]> = per_char.iter().map(Vec::as_slice).collect();
             let (dist, dist_norm) = (ensemble_distribution(&ll), ensemble_distribution(&per_char));
             let (p, pn) = match rule {
@@ -127,7 +131,22 @@ mod tests {
     use proptest::prelude::*;
 
     fn row(step: u64, ll: Vec<f64>) -> ExampleRecord {
-        ExampleRecord { step, task: "t".into(), example_id: "t/0".into(), gold: 0, predicted: argmax(&ll) as u32, predicted_norm: 0, correct: argmax(&ll) == 0, correct_norm: true, logliks: ll, lengths_chars: vec![3, 3, 3], lengths_tokens: vec![1, 1, 1], lengths_bytes: vec![4, 4, 4], gold_is_greedy: false, output: String::new() }
+        ExampleRecord {
+            step,
+            task: "t".into(),
+            example_id: "t/0".into(),
+            gold: 0,
+            predicted: argmax(&ll) as u32,
+            predicted_norm: 0,
+            correct: argmax(&ll) == 0,
+            correct_norm: true,
+            logliks: ll,
+            lengths_chars: vec![3, 3, 3],
+            lengths_tokens: vec![1, 1, 1],
+            lengths_bytes: vec![4, 4, 4],
+            gold_is_greedy: false,
+            output: String::new(),
+        }
     }
 
     proptest! {
@@ -157,7 +176,8 @@ mod tests {
     #[test]
     fn two_members_by_hand() {
         // member 1 prefers option 1 slightly, member 2 prefers option 0 strongly
-        let rows = vec![row(0, vec![(0.4f64).ln(), (0.6f64).ln(), -30.0]), row(1, vec![(0.9f64).ln(), (0.1f64).ln(), -30.0])];
+        let rows =
+            vec![row(0, vec![(0.4f64).ln(), (0.6f64).ln(), -30.0]), row(1, vec![(0.9f64).ln(), (0.1f64).ln(), -30.0])];
         let e = ensemble_rows(&rows, 2, Rule::Distribution).unwrap();
         assert_eq!(e.len(), 1);
         assert_eq!((e[0].step, e[0].predicted, e[0].correct), (1, 0, true));
@@ -165,7 +185,11 @@ mod tests {
         assert!((log_mean_exp(&[&[0.0], &[(3.0f64).ln()]])[0] - (2.0f64).ln()).abs() < 1e-12);
         // three members: two choose option 1 narrowly, one option 0 by far; the vote says 1,
         // the mean distribution says 0
-        let three = vec![row(0, vec![(0.45f64).ln(), (0.55f64).ln(), -30.0]), row(1, vec![(0.45f64).ln(), (0.55f64).ln(), -30.0]), row(2, vec![(0.99f64).ln(), (0.01f64).ln(), -30.0])];
+        let three = vec![
+            row(0, vec![(0.45f64).ln(), (0.55f64).ln(), -30.0]),
+            row(1, vec![(0.45f64).ln(), (0.55f64).ln(), -30.0]),
+            row(2, vec![(0.99f64).ln(), (0.01f64).ln(), -30.0]),
+        ];
         assert_eq!(ensemble_rows(&three, 3, Rule::Vote).unwrap()[0].predicted, 1);
         assert_eq!(ensemble_rows(&three, 3, Rule::Distribution).unwrap()[0].predicted, 0);
         // a 1-1 tie between two members goes to the option the mean distribution prefers

@@ -39,7 +39,8 @@ pub fn run_checkpoints(dir: &Path) -> Result<Vec<RunCheckpoint>> {
             continue;
         }
         let text = std::fs::read_to_string(&p).with_context(|| format!("{}: cannot read", p.display()))?;
-        let meta: Value = serde_json::from_str(&text).with_context(|| format!("{}: malformed checkpoint sidecar", p.display()))?;
+        let meta: Value =
+            serde_json::from_str(&text).with_context(|| format!("{}: malformed checkpoint sidecar", p.display()))?;
         let step = meta["step"].as_u64().with_context(|| format!("{}: no step", p.display()))?;
         let file = meta["weights_file"].as_str().with_context(|| format!("{}: no weights_file", p.display()))?;
         let sha = meta["weights_sha256"].as_str().unwrap_or("").to_string();
@@ -57,7 +58,14 @@ pub fn run_checkpoints(dir: &Path) -> Result<Vec<RunCheckpoint>> {
 /// average of the k checkpoints ending at t into `out/k<k>/step_NNNNNN.safetensors` with an
 /// lm-compatible sidecar (each pair written as one [`FileSet`]). Existing outputs whose recorded
 /// inputs match are kept. `out` is locked meanwhile. Returns the number written and kept.
-pub fn sweep(ckpt_dir: &Path, windows: &[usize], last: Option<usize>, accumulate: average::Accumulate, out: &Path, mut progress: impl FnMut(usize, usize)) -> Result<(usize, usize)> {
+pub fn sweep(
+    ckpt_dir: &Path,
+    windows: &[usize],
+    last: Option<usize>,
+    accumulate: average::Accumulate,
+    out: &Path,
+    mut progress: impl FnMut(usize, usize),
+) -> Result<(usize, usize)> {
     let ckpts = run_checkpoints(ckpt_dir)?;
     if windows.contains(&0) {
         bail!("window sizes must be at least 1");
@@ -74,12 +82,17 @@ pub fn sweep(ckpt_dir: &Path, windows: &[usize], last: Option<usize>, accumulate
             let last = &window[k - 1];
             let stem = format!("step_{:06}", last.step);
             let (wpath, spath) = (dir.join(format!("{stem}.safetensors")), dir.join(format!("{stem}.json")));
-            let inputs: Vec<Value> = window.iter().map(|c| json!({"step": c.step, "file": c.weights, "sha256": c.weights_sha256})).collect();
-            let up_to_date = std::fs::read_to_string(&spath).ok().and_then(|t| serde_json::from_str::<Value>(&t).ok()).is_some_and(|v| v["integration"]["inputs"] == Value::Array(inputs.clone()) && wpath.is_file());
+            let inputs: Vec<Value> =
+                window.iter().map(|c| json!({"step": c.step, "file": c.weights, "sha256": c.weights_sha256})).collect();
+            let up_to_date = std::fs::read_to_string(&spath)
+                .ok()
+                .and_then(|t| serde_json::from_str::<Value>(&t).ok())
+                .is_some_and(|v| v["integration"]["inputs"] == Value::Array(inputs.clone()) && wpath.is_file());
             if up_to_date {
                 kept += 1;
             } else {
-                let opened: Vec<average::Checkpoint> = window.iter().map(|c| average::Checkpoint::open(&c.weights)).collect::<Result<_>>()?;
+                let opened: Vec<average::Checkpoint> =
+                    window.iter().map(|c| average::Checkpoint::open(&c.weights)).collect::<Result<_>>()?;
                 let mut set = FileSet::begin(&lock, &dir)?;
                 let wname = format!("{stem}.safetensors");
                 average::average_into(&opened, &average::uniform(k), accumulate, &mut set, &wname)?;
@@ -89,7 +102,8 @@ pub fn sweep(ckpt_dir: &Path, windows: &[usize], last: Option<usize>, accumulate
                 meta["optimizer_file"] = Value::Null;
                 meta["optimizer_sha256"] = Value::Null;
                 meta["git_commit"] = json!(git_commit());
-                meta["integration"] = json!({"method": "uniform average", "k": k, "accumulate": accumulate, "inputs": inputs});
+                meta["integration"] =
+                    json!({"method": "uniform average", "k": k, "accumulate": accumulate, "inputs": inputs});
                 set.write(&format!("{stem}.json"), serde_json::to_string_pretty(&meta)?.as_bytes())?;
                 set.commit()?;
                 written += 1;

@@ -87,7 +87,16 @@ enum Command {
 
 /// Files of a Hugging Face folder that describe the model rather than hold its weights; the
 /// average carries the newest input's over, so the output loads like the inputs did.
-const CARRIED: &[&str] = &["config.json", "generation_config.json", "tokenizer.json", "tokenizer_config.json", "special_tokens_map.json", "vocab.json", "merges.txt", "tokenizer.model"];
+const CARRIED: &[&str] = &[
+    "config.json",
+    "generation_config.json",
+    "tokenizer.json",
+    "tokenizer_config.json",
+    "special_tokens_map.json",
+    "vocab.json",
+    "merges.txt",
+    "tokenizer.model",
+];
 
 /// `p` made absolute with symlinks resolved as far as it exists.
 fn resolved(p: &Path) -> PathBuf {
@@ -121,7 +130,15 @@ fn check_output_place(out: &Path, inputs: &[PathBuf]) -> Result<()> {
     Ok(())
 }
 
-fn average_cmd(window: usize, ema: Option<f64>, weights: Vec<f64>, accumulate: Accumulate, checkpoints: Vec<PathBuf>, out: PathBuf, force: bool) -> Result<()> {
+fn average_cmd(
+    window: usize,
+    ema: Option<f64>,
+    weights: Vec<f64>,
+    accumulate: Accumulate,
+    checkpoints: Vec<PathBuf>,
+    out: PathBuf,
+    force: bool,
+) -> Result<()> {
     // everything is checked before anything is written
     if window == 0 || window > checkpoints.len() {
         bail!("--window {window} needs between 1 and {} checkpoints", checkpoints.len());
@@ -149,7 +166,11 @@ fn average_cmd(window: usize, ema: Option<f64>, weights: Vec<f64>, accumulate: A
     let inputs: Vec<serde_json::Value> = opened
         .iter()
         .map(|c| {
-            let files: Vec<serde_json::Value> = c.files().iter().map(|f| Ok(serde_json::json!({"path": f, "sha256": integrate::sha256_file(f)?}))).collect::<Result<_>>()?;
+            let files: Vec<serde_json::Value> = c
+                .files()
+                .iter()
+                .map(|f| Ok(serde_json::json!({"path": f, "sha256": integrate::sha256_file(f)?})))
+                .collect::<Result<_>>()?;
             Ok(serde_json::json!({"checkpoint": c.source, "files": files}))
         })
         .collect::<Result<_>>()?;
@@ -160,7 +181,8 @@ fn average_cmd(window: usize, ema: Option<f64>, weights: Vec<f64>, accumulate: A
     let existing = if out.is_dir() { Some(output::FolderLock::acquire(&out, "integrate average")?) } else { None };
     let empty = std::fs::read_dir(&out).map(|d| d.flatten().all(|e| e.file_name() == ".lock")).unwrap_or(true);
     if out.exists() && !empty {
-        let earlier = std::fs::read_to_string(&record).ok().and_then(|t| serde_json::from_str::<serde_json::Value>(&t).ok());
+        let earlier =
+            std::fs::read_to_string(&record).ok().and_then(|t| serde_json::from_str::<serde_json::Value>(&t).ok());
         match earlier {
             None => bail!("{}: exists and is not an average written by `integrate average` (no readable integration.json); choose another --out", out.display()),
             Some(e) if e["recipe"] == recipe => {
@@ -173,7 +195,17 @@ fn average_cmd(window: usize, ema: Option<f64>, weights: Vec<f64>, accumulate: A
     }
     let newest = chosen.last().unwrap();
     let carried: Vec<(String, Vec<u8>)> = if newest.is_dir() {
-        CARRIED.iter().filter(|n| newest.join(n).is_file()).map(|n| Ok((n.to_string(), std::fs::read(newest.join(n)).with_context(|| format!("{}: cannot read", newest.join(n).display()))?))).collect::<Result<_>>()?
+        CARRIED
+            .iter()
+            .filter(|n| newest.join(n).is_file())
+            .map(|n| {
+                Ok((
+                    n.to_string(),
+                    std::fs::read(newest.join(n))
+                        .with_context(|| format!("{}: cannot read", newest.join(n).display()))?,
+                ))
+            })
+            .collect::<Result<_>>()?
     } else {
         Vec::new()
     };
@@ -181,7 +213,11 @@ fn average_cmd(window: usize, ema: Option<f64>, weights: Vec<f64>, accumulate: A
         Some(l) => l,
         None => output::FolderLock::acquire(&out, "integrate average")?,
     };
-    let stale: Vec<PathBuf> = std::fs::read_dir(&out)?.flatten().map(|e| e.path()).filter(|p| p.file_name().is_some_and(|n| n != ".lock")).collect();
+    let stale: Vec<PathBuf> = std::fs::read_dir(&out)?
+        .flatten()
+        .map(|e| e.path())
+        .filter(|p| p.file_name().is_some_and(|n| n != ".lock"))
+        .collect();
     let mut set = output::FileSet::begin(&lock, &out)?;
     let t = std::time::Instant::now();
     let mut files = average::average_into(&opened, &w, accumulate, &mut set, "model.safetensors")?;
@@ -190,13 +226,20 @@ fn average_cmd(window: usize, ema: Option<f64>, weights: Vec<f64>, accumulate: A
         set.write(name, bytes)?;
         files.push(name.clone());
     }
-    let outputs: Vec<serde_json::Value> = files.iter().map(|f| Ok(serde_json::json!({"file": f, "sha256": integrate::sha256_file(&set.staged(f))?}))).collect::<Result<_>>()?;
+    let outputs: Vec<serde_json::Value> = files
+        .iter()
+        .map(|f| Ok(serde_json::json!({"file": f, "sha256": integrate::sha256_file(&set.staged(f))?})))
+        .collect::<Result<_>>()?;
     let sidecar = serde_json::json!({"recipe": recipe, "outputs": outputs, "git_commit": integrate::git_commit(), "host": output::provenance::host()});
     set.write("integration.json", serde_json::to_string_pretty(&sidecar)?.as_bytes())?;
     set.commit()?;
     // files of a replaced average that the new one does not have (e.g. other shard names)
     for p in stale {
-        if !p.file_name().and_then(|n| n.to_str()).is_some_and(|n| files.iter().any(|f| f == n) || n == "integration.json") {
+        if !p
+            .file_name()
+            .and_then(|n| n.to_str())
+            .is_some_and(|n| files.iter().any(|f| f == n) || n == "integration.json")
+        {
             let _ = if p.is_dir() { std::fs::remove_dir_all(&p) } else { std::fs::remove_file(&p) };
         }
     }
@@ -206,11 +249,17 @@ fn average_cmd(window: usize, ema: Option<f64>, weights: Vec<f64>, accumulate: A
 
 fn main() -> Result<()> {
     match Cli::parse().command {
-        Command::Average { window, ema, weights, accumulate, checkpoints, out, force } => average_cmd(window, ema, weights, accumulate, checkpoints, out, force)?,
+        Command::Average { window, ema, weights, accumulate, checkpoints, out, force } => {
+            average_cmd(window, ema, weights, accumulate, checkpoints, out, force)?
+        }
         Command::Sweep { checkpoints, windows, last, accumulate, out } => {
             let out = out.unwrap_or_else(|| checkpoints.parent().unwrap_or(&checkpoints).join("averaged"));
             let bar = indicatif::ProgressBar::new(0);
-            bar.set_style(indicatif::ProgressStyle::with_template("averaging [{bar:30}] {pos}/{len} ETA {eta}").unwrap().progress_chars("=> "));
+            bar.set_style(
+                indicatif::ProgressStyle::with_template("averaging [{bar:30}] {pos}/{len} ETA {eta}")
+                    .unwrap()
+                    .progress_chars("=> "),
+            );
             let (w, k) = integrate::sweep(&checkpoints, &windows, last, accumulate, &out, |done, total| {
                 bar.set_length(total as u64);
                 bar.set_position(done as u64);
@@ -224,13 +273,19 @@ fn main() -> Result<()> {
             }
             // one folder with a run's tables (or nothing lm-eval wrote) is a run's eval folder
             let run_eval = match eval.as_slice() {
-                [e] if e.join("examples.parquet").is_file() || e.join("tasks.parquet").is_file() || !records::harness::is_harness_output(e) => Some(e.clone()),
+                [e] if e.join("examples.parquet").is_file()
+                    || e.join("tasks.parquet").is_file()
+                    || !records::harness::is_harness_output(e) =>
+                {
+                    Some(e.clone())
+                }
                 _ => None,
             };
             let (rows, input) = match &run_eval {
                 Some(e) => {
                     let src = e.join("examples.parquet");
-                    let rows = records::read_examples(&src).with_context(|| format!("{}: run `lm eval` first", src.display()))?;
+                    let rows = records::read_examples(&src)
+                        .with_context(|| format!("{}: run `lm eval` first", src.display()))?;
                     if rows.is_empty() {
                         bail!("{}: no example rows", src.display());
                     }
@@ -244,16 +299,25 @@ fn main() -> Result<()> {
                         eprintln!("note: {n}");
                     }
                     if l.examples.is_empty() {
-                        bail!("{}: no per-example samples of a multiple-choice task; run lm_eval with --log_samples", eval.iter().map(|p| p.display().to_string()).collect::<Vec<_>>().join(", "));
+                        bail!(
+                            "{}: no per-example samples of a multiple-choice task; run lm_eval with --log_samples",
+                            eval.iter().map(|p| p.display().to_string()).collect::<Vec<_>>().join(", ")
+                        );
                     }
-                    let files: Vec<serde_json::Value> = l.sources.iter().map(|f| Ok(serde_json::json!({"path": f, "sha256": integrate::sha256_file(f)?}))).collect::<Result<_>>()?;
+                    let files: Vec<serde_json::Value> = l
+                        .sources
+                        .iter()
+                        .map(|f| Ok(serde_json::json!({"path": f, "sha256": integrate::sha256_file(f)?})))
+                        .collect::<Result<_>>()?;
                     (l.examples, serde_json::json!({"inputs": files, "notices": l.notices}))
                 }
             };
             let out = match (out, &run_eval) {
                 (Some(o), _) => o,
                 (None, Some(e)) => e.parent().unwrap_or(e).join("ensembled"),
-                (None, None) => bail!("--out is required for lm-evaluation-harness inputs (nothing is written into them)"),
+                (None, None) => {
+                    bail!("--out is required for lm-evaluation-harness inputs (nothing is written into them)")
+                }
             };
             let lock = output::FolderLock::acquire(&out, "integrate ensemble")?;
             for k in windows {

@@ -27,8 +27,10 @@ fn values_of(dtype: Dtype, b: &[u8]) -> Vec<f64> {
 
 /// Writes named tensors (dtype, shape, values) to a safetensors file.
 fn write(path: &Path, tensors: &[(&str, Dtype, Vec<usize>, Vec<f64>)]) {
-    let data: Vec<(String, Dtype, Vec<usize>, Vec<u8>)> = tensors.iter().map(|(n, d, s, v)| (n.to_string(), *d, s.clone(), bytes_of(*d, v))).collect();
-    let views: Vec<(String, TensorView)> = data.iter().map(|(n, d, s, b)| (n.clone(), TensorView::new(*d, s.clone(), b).unwrap())).collect();
+    let data: Vec<(String, Dtype, Vec<usize>, Vec<u8>)> =
+        tensors.iter().map(|(n, d, s, v)| (n.to_string(), *d, s.clone(), bytes_of(*d, v))).collect();
+    let views: Vec<(String, TensorView)> =
+        data.iter().map(|(n, d, s, b)| (n.clone(), TensorView::new(*d, s.clone(), b).unwrap())).collect();
     safetensors::serialize_to_file(views, None, path).unwrap();
 }
 
@@ -90,7 +92,8 @@ fn the_average_of_two_known_tensors_is_the_hand_result_in_every_dtype() {
 }
 
 fn only_inputs_left(dir: &Path, n: usize) {
-    let left: Vec<String> = std::fs::read_dir(dir).unwrap().map(|e| e.unwrap().file_name().to_string_lossy().into_owned()).collect();
+    let left: Vec<String> =
+        std::fs::read_dir(dir).unwrap().map(|e| e.unwrap().file_name().to_string_lossy().into_owned()).collect();
     assert_eq!(left.len(), n, "something partial left behind: {left:?}");
 }
 
@@ -101,15 +104,30 @@ fn mismatches_and_truncation_are_refused_clearly_and_leave_nothing_behind() {
     let base = d.join("base.safetensors");
     write(&base, &[("a", Dtype::F32, vec![2, 2], vec![1.0; 4]), ("b", Dtype::F32, vec![3], vec![2.0; 3])]);
     let cases: Vec<(&str, Vec<(&str, Dtype, Vec<usize>, Vec<f64>)>, &str)> = vec![
-        ("shape", vec![("a", Dtype::F32, vec![4], vec![1.0; 4]), ("b", Dtype::F32, vec![3], vec![2.0; 3])], "tensor `a` has shape [4]"),
-        ("name", vec![("a", Dtype::F32, vec![2, 2], vec![1.0; 4]), ("c", Dtype::F32, vec![3], vec![2.0; 3])], "tensor `b` is missing"),
-        ("dtype", vec![("a", Dtype::F32, vec![2, 2], vec![1.0; 4]), ("b", Dtype::F16, vec![3], vec![2.0; 3])], "tensor `b` has dtype F16"),
+        (
+            "shape",
+            vec![("a", Dtype::F32, vec![4], vec![1.0; 4]), ("b", Dtype::F32, vec![3], vec![2.0; 3])],
+            "tensor `a` has shape [4]",
+        ),
+        (
+            "name",
+            vec![("a", Dtype::F32, vec![2, 2], vec![1.0; 4]), ("c", Dtype::F32, vec![3], vec![2.0; 3])],
+            "tensor `b` is missing",
+        ),
+        (
+            "dtype",
+            vec![("a", Dtype::F32, vec![2, 2], vec![1.0; 4]), ("b", Dtype::F16, vec![3], vec![2.0; 3])],
+            "tensor `b` has dtype F16",
+        ),
     ];
     for (what, tensors, msg) in cases {
         let other = d.join(format!("{what}.safetensors"));
         write(&other, &tensors);
         let out = d.join("out.safetensors");
-        let err = format!("{:#}", average(&open(&[base.clone(), other.clone()]), &uniform(2), Accumulate::F64, &out).unwrap_err());
+        let err = format!(
+            "{:#}",
+            average(&open(&[base.clone(), other.clone()]), &uniform(2), Accumulate::F64, &out).unwrap_err()
+        );
         assert!(err.contains(msg) && err.contains(&format!("{what}.safetensors")), "{what}: {err}");
         assert!(!out.exists());
         std::fs::remove_file(&other).unwrap();
@@ -122,7 +140,9 @@ fn mismatches_and_truncation_are_refused_clearly_and_leave_nothing_behind() {
     assert!(err.contains("trunc.safetensors") && err.contains("truncated or corrupt"), "{err}");
     std::fs::remove_file(&t).unwrap();
     // wrong weights
-    assert!(average(&open(&[base.clone(), base.clone()]), &[0.5, 0.6], Accumulate::F64, &d.join("o.safetensors")).is_err());
+    assert!(
+        average(&open(&[base.clone(), base.clone()]), &[0.5, 0.6], Accumulate::F64, &d.join("o.safetensors")).is_err()
+    );
     only_inputs_left(d, 1);
 }
 
@@ -159,7 +179,13 @@ fn the_command_averages_single_file_hugging_face_folders_into_a_folder() {
     let mk = |name: &str, v: f64| {
         let c = dir.path().join(name);
         std::fs::create_dir_all(&c).unwrap();
-        write(&c.join("model.safetensors"), &[("model.embed_tokens.weight", Dtype::F32, vec![3, 2], vec![v; 6]), ("model.norm.weight", Dtype::F32, vec![2], vec![2.0 * v; 2])]);
+        write(
+            &c.join("model.safetensors"),
+            &[
+                ("model.embed_tokens.weight", Dtype::F32, vec![3, 2], vec![v; 6]),
+                ("model.norm.weight", Dtype::F32, vec![2], vec![2.0 * v; 2]),
+            ],
+        );
         std::fs::write(c.join("config.json"), format!("{{\"model_type\": \"llama\", \"name\": \"{name}\"}}")).unwrap();
         std::fs::write(c.join("tokenizer.json"), format!("{{\"tok\": \"{name}\"}}")).unwrap();
         std::fs::write(c.join("tokenizer_config.json"), "{}").unwrap();
@@ -168,39 +194,114 @@ fn the_command_averages_single_file_hugging_face_folders_into_a_folder() {
     };
     let (a, b, c) = (mk("a", 1.0), mk("b", 2.0), mk("c", 6.0));
     let out = dir.path().join("avg");
-    let run = |args: &[&std::ffi::OsStr]| std::process::Command::new(env!("CARGO_BIN_EXE_integrate")).args(args).output().unwrap();
-    let o = run(&["average".as_ref(), "--window".as_ref(), "3".as_ref(), a.as_os_str(), b.as_os_str(), c.as_os_str(), "-o".as_ref(), out.as_os_str()]);
+    let run = |args: &[&std::ffi::OsStr]| {
+        std::process::Command::new(env!("CARGO_BIN_EXE_integrate")).args(args).output().unwrap()
+    };
+    let o = run(&[
+        "average".as_ref(),
+        "--window".as_ref(),
+        "3".as_ref(),
+        a.as_os_str(),
+        b.as_os_str(),
+        c.as_os_str(),
+        "-o".as_ref(),
+        out.as_os_str(),
+    ]);
     assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
     assert_eq!(read(&out.join("model.safetensors"), "model.embed_tokens.weight").1, vec![3.0; 6]);
     assert_eq!(read(&out.join("model.safetensors"), "model.norm.weight").1, vec![6.0; 2]);
-    assert_eq!(std::fs::read_to_string(out.join("config.json")).unwrap(), std::fs::read_to_string(c.join("config.json")).unwrap(), "the newest input's config");
-    assert_eq!(std::fs::read_to_string(out.join("tokenizer.json")).unwrap(), std::fs::read_to_string(c.join("tokenizer.json")).unwrap());
+    assert_eq!(
+        std::fs::read_to_string(out.join("config.json")).unwrap(),
+        std::fs::read_to_string(c.join("config.json")).unwrap(),
+        "the newest input's config"
+    );
+    assert_eq!(
+        std::fs::read_to_string(out.join("tokenizer.json")).unwrap(),
+        std::fs::read_to_string(c.join("tokenizer.json")).unwrap()
+    );
     assert!(out.join("tokenizer_config.json").is_file());
     assert!(!out.join("provenance.json").exists(), "an input's own provenance is not the average's");
-    let rec: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(out.join("integration.json")).unwrap()).unwrap();
+    let rec: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(out.join("integration.json")).unwrap()).unwrap();
     assert_eq!(rec["recipe"]["inputs"].as_array().unwrap().len(), 3);
     assert_eq!(rec["recipe"]["inputs"][0]["files"][0]["path"], a.join("model.safetensors").display().to_string());
-    let mut names: Vec<String> = std::fs::read_dir(&out).unwrap().flatten().map(|e| e.file_name().to_string_lossy().into_owned()).filter(|n| n != ".lock").collect();
+    let mut names: Vec<String> = std::fs::read_dir(&out)
+        .unwrap()
+        .flatten()
+        .map(|e| e.file_name().to_string_lossy().into_owned())
+        .filter(|n| n != ".lock")
+        .collect();
     names.sort();
-    assert_eq!(names, ["config.json", "integration.json", "model.safetensors", "tokenizer.json", "tokenizer_config.json"]);
+    assert_eq!(
+        names,
+        ["config.json", "integration.json", "model.safetensors", "tokenizer.json", "tokenizer_config.json"]
+    );
     // the output loads as a checkpoint again, and an output inside an input is refused
     assert_eq!(Checkpoint::open(&out).unwrap().weight_map.len(), 2);
     // exponential weights (1 - alpha)^age, newest last: 1/7, 2/7, 4/7 at alpha = 0.5
     let ema = dir.path().join("ema");
-    let o = run(&["average".as_ref(), "--window".as_ref(), "3".as_ref(), "--ema".as_ref(), "0.5".as_ref(), a.as_os_str(), b.as_os_str(), c.as_os_str(), "-o".as_ref(), ema.as_os_str()]);
+    let o = run(&[
+        "average".as_ref(),
+        "--window".as_ref(),
+        "3".as_ref(),
+        "--ema".as_ref(),
+        "0.5".as_ref(),
+        a.as_os_str(),
+        b.as_os_str(),
+        c.as_os_str(),
+        "-o".as_ref(),
+        ema.as_os_str(),
+    ]);
     assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
     let (_, got) = read(&ema.join("model.safetensors"), "model.embed_tokens.weight");
     assert!(got.iter().all(|v| (v - 29.0 / 7.0).abs() < 1e-5), "{got:?}");
     // explicit weights, oldest first; weights that do not sum to 1 are refused, nothing written
     let weighted = dir.path().join("weighted");
-    let o = run(&["average".as_ref(), "--window".as_ref(), "3".as_ref(), "--weights".as_ref(), "0.5,0.25,0.25".as_ref(), a.as_os_str(), b.as_os_str(), c.as_os_str(), "-o".as_ref(), weighted.as_os_str()]);
+    let o = run(&[
+        "average".as_ref(),
+        "--window".as_ref(),
+        "3".as_ref(),
+        "--weights".as_ref(),
+        "0.5,0.25,0.25".as_ref(),
+        a.as_os_str(),
+        b.as_os_str(),
+        c.as_os_str(),
+        "-o".as_ref(),
+        weighted.as_os_str(),
+    ]);
     assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
     assert_eq!(read(&weighted.join("model.safetensors"), "model.norm.weight").1, vec![2.0 * (0.5 + 0.5 + 1.5); 2]);
     let bad = dir.path().join("bad");
-    let o = run(&["average".as_ref(), "--window".as_ref(), "2".as_ref(), "--weights".as_ref(), "0.5,0.6".as_ref(), b.as_os_str(), c.as_os_str(), "-o".as_ref(), bad.as_os_str()]);
-    assert!(!o.status.success() && String::from_utf8_lossy(&o.stderr).contains("sum to 1") && !bad.exists(), "{}", String::from_utf8_lossy(&o.stderr));
-    let o = run(&["average".as_ref(), "--window".as_ref(), "2".as_ref(), a.as_os_str(), b.as_os_str(), "-o".as_ref(), b.join("avg").as_os_str()]);
-    assert!(!o.status.success() && String::from_utf8_lossy(&o.stderr).contains("inside an input"), "{}", String::from_utf8_lossy(&o.stderr));
+    let o = run(&[
+        "average".as_ref(),
+        "--window".as_ref(),
+        "2".as_ref(),
+        "--weights".as_ref(),
+        "0.5,0.6".as_ref(),
+        b.as_os_str(),
+        c.as_os_str(),
+        "-o".as_ref(),
+        bad.as_os_str(),
+    ]);
+    assert!(
+        !o.status.success() && String::from_utf8_lossy(&o.stderr).contains("sum to 1") && !bad.exists(),
+        "{}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+    let o = run(&[
+        "average".as_ref(),
+        "--window".as_ref(),
+        "2".as_ref(),
+        a.as_os_str(),
+        b.as_os_str(),
+        "-o".as_ref(),
+        b.join("avg").as_os_str(),
+    ]);
+    assert!(
+        !o.status.success() && String::from_utf8_lossy(&o.stderr).contains("inside an input"),
+        "{}",
+        String::from_utf8_lossy(&o.stderr)
+    );
 }
 
 #[test]
@@ -218,7 +319,8 @@ fn a_sharded_average_gets_a_rewritten_index() {
     };
     let out = dir.path().join("avg");
     average(&open(&[mk("x", 1.0), mk("y", 3.0)]), &uniform(2), Accumulate::F64, &out).unwrap();
-    let index: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(out.join("model.safetensors.index.json")).unwrap()).unwrap();
+    let index: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(out.join("model.safetensors.index.json")).unwrap()).unwrap();
     assert_eq!(index["metadata"]["total_size"], 4 * 4 + 2 * 2);
     assert_eq!(index["metadata"]["note"], "kept");
     assert_eq!(index["weight_map"]["b"], "model-00002-of-00002.safetensors");
@@ -238,7 +340,8 @@ fn sequential_reference(paths: &[PathBuf], weights: &[f64], acc: Accumulate, out
         let ts: Vec<_> = sts.iter().map(|s| s.tensor(name).unwrap()).collect();
         let (dtype, shape) = (ts[0].dtype(), ts[0].shape().to_vec());
         let n: usize = shape.iter().product();
-        let bytes = if ts.iter().all(|t| t.data() == ts[0].data()) && (weights.iter().sum::<f64>() - 1.0).abs() < 1e-12 {
+        let bytes = if ts.iter().all(|t| t.data() == ts[0].data()) && (weights.iter().sum::<f64>() - 1.0).abs() < 1e-12
+        {
             ts[0].data().to_vec()
         } else {
             let wide: Vec<f64> = match acc {
@@ -255,9 +358,19 @@ fn sequential_reference(paths: &[PathBuf], weights: &[f64], acc: Accumulate, out
                     let mut a = vec![0f32; n];
                     for (t, &w) in ts.iter().zip(weights) {
                         let xs: Vec<f32> = match dtype {
-                            Dtype::F32 => t.data().chunks_exact(4).map(|c| f32::from_le_bytes(c.try_into().unwrap())).collect(),
-                            Dtype::BF16 => t.data().chunks_exact(2).map(|c| half::bf16::from_le_bytes([c[0], c[1]]).to_f32()).collect(),
-                            Dtype::F16 => t.data().chunks_exact(2).map(|c| half::f16::from_le_bytes([c[0], c[1]]).to_f32()).collect(),
+                            Dtype::F32 => {
+                                t.data().chunks_exact(4).map(|c| f32::from_le_bytes(c.try_into().unwrap())).collect()
+                            }
+                            Dtype::BF16 => t
+                                .data()
+                                .chunks_exact(2)
+                                .map(|c| half::bf16::from_le_bytes([c[0], c[1]]).to_f32())
+                                .collect(),
+                            Dtype::F16 => t
+                                .data()
+                                .chunks_exact(2)
+                                .map(|c| half::f16::from_le_bytes([c[0], c[1]]).to_f32())
+                                .collect(),
                             _ => unreachable!(),
                         };
                         for (o, x) in a.iter_mut().zip(xs) {
@@ -271,7 +384,8 @@ fn sequential_reference(paths: &[PathBuf], weights: &[f64], acc: Accumulate, out
         };
         results.push((name.to_string(), dtype, shape, bytes));
     }
-    let views: Vec<(String, TensorView)> = results.iter().map(|(n, d, s, b)| (n.clone(), TensorView::new(*d, s.clone(), b).unwrap())).collect();
+    let views: Vec<(String, TensorView)> =
+        results.iter().map(|(n, d, s, b)| (n.clone(), TensorView::new(*d, s.clone(), b).unwrap())).collect();
     let meta: std::collections::HashMap<String, String> = [("format".to_string(), "pt".to_string())].into();
     safetensors::serialize_to_file(views, Some(meta), out).unwrap();
 }
@@ -286,12 +400,20 @@ fn random_tensor(rng: &mut impl rand::Rng, dtype: Dtype, n: usize, input: usize,
             if rng.gen_bool(0.05) {
                 let x = finite[rng.gen_range(0..finite.len())];
                 // (f16 would round these to infinities: two of opposite signs make a NaN)
-                if dtype == Dtype::F16 && x.abs() > 1e38 { 65000.0 } else { x }
+                if dtype == Dtype::F16 && x.abs() > 1e38 {
+                    65000.0
+                } else {
+                    x
+                }
             } else if i % 97 == 0 && i / 97 % k == input {
                 [f64::INFINITY, f64::NEG_INFINITY, f64::NAN][i / 97 % 3]
             } else {
                 let x: f64 = rng.gen_range(-1.0..1.0);
-                if dtype == Dtype::F16 { x } else { x * 0.05 }
+                if dtype == Dtype::F16 {
+                    x
+                } else {
+                    x * 0.05
+                }
             }
         })
         .collect()
@@ -315,13 +437,17 @@ fn the_parallel_average_is_bit_identical_to_a_sequential_reference() {
         ("f.weight", Dtype::F16, vec![2049]),
         ("g.weight", Dtype::F32, vec![31, 33]),
     ];
-    let pools: Vec<rayon::ThreadPool> = [1, 2, 3].iter().map(|&t| rayon::ThreadPoolBuilder::new().num_threads(t).build().unwrap()).collect();
+    let pools: Vec<rayon::ThreadPool> =
+        [1, 2, 3].iter().map(|&t| rayon::ThreadPoolBuilder::new().num_threads(t).build().unwrap()).collect();
     let mut rng = rand_chacha::ChaCha8Rng::seed_from_u64(2024);
     for k in [1, 2, 3, 16] {
         let paths: Vec<PathBuf> = (0..k)
             .map(|i| {
                 let p = dir.path().join(format!("k{k}_{i}.safetensors"));
-                let tensors: Vec<(&str, Dtype, Vec<usize>, Vec<f64>)> = sizes.iter().map(|(n, d, s)| (*n, *d, s.clone(), random_tensor(&mut rng, *d, s.iter().product(), i, k))).collect();
+                let tensors: Vec<(&str, Dtype, Vec<usize>, Vec<f64>)> = sizes
+                    .iter()
+                    .map(|(n, d, s)| (*n, *d, s.clone(), random_tensor(&mut rng, *d, s.iter().product(), i, k)))
+                    .collect();
                 write(&p, &tensors);
                 p
             })
@@ -335,7 +461,11 @@ fn the_parallel_average_is_bit_identical_to_a_sequential_reference() {
                     let out = dir.path().join(format!("out{}.safetensors", pool.current_num_threads()));
                     pool.install(|| average(&open(&paths), &weights, acc, &out)).unwrap();
                     let got = std::fs::read(&out).unwrap();
-                    assert!(got == want, "k={k} {acc:?} weights {weights:?} on {} threads: the bytes differ", pool.current_num_threads());
+                    assert!(
+                        got == want,
+                        "k={k} {acc:?} weights {weights:?} on {} threads: the bytes differ",
+                        pool.current_num_threads()
+                    );
                 }
             }
         }

@@ -56,12 +56,18 @@ fn window_averages_built_from_files_shrink_the_noise_by_k_squared() {
                 read_f64(&out)
             })
             .collect();
-        let steps: Vec<f64> = avgs.windows(2).map(|w| w[0].iter().zip(&w[1]).map(|(a, b)| (b - a).powi(2)).sum()).collect();
+        let steps: Vec<f64> =
+            avgs.windows(2).map(|w| w[0].iter().zip(&w[1]).map(|(a, b)| (b - a).powi(2)).sum()).collect();
         let observed = steps.iter().sum::<f64>() / steps.len() as f64;
-        let expected = if k == 1 { expected_sq_step_raw(&v, sigma * sigma) } else { expected_sq_step_averaged(&v, sigma * sigma, k) };
+        let expected = if k == 1 {
+            expected_sq_step_raw(&v, sigma * sigma)
+        } else {
+            expected_sq_step_averaged(&v, sigma * sigma, k)
+        };
         assert!((observed / expected - 1.0).abs() < 0.10, "k = {k}: observed {observed}, theory {expected}");
         // the drift is kept exactly: the mean of the steps' differences is v
-        let drift: Vec<f64> = (0..d).map(|i| (avgs[avgs.len() - 1][i] - avgs[0][i]) / (avgs.len() - 1) as f64).collect();
+        let drift: Vec<f64> =
+            (0..d).map(|i| (avgs[avgs.len() - 1][i] - avgs[0][i]) / (avgs.len() - 1) as f64).collect();
         let err = drift.iter().zip(&v).map(|(a, b)| (a - b).abs()).fold(0.0, f64::max);
         // per coordinate the error is (noise of the last average - noise of the first) / steps,
         // sd sigma sqrt(2/k) / steps; the largest of 4,000 stays below 6 sd
@@ -72,7 +78,22 @@ fn window_averages_built_from_files_shrink_the_noise_by_k_squared() {
 fn row(step: u64, ll: Vec<f64>) -> ExampleRecord {
     let n = ll.len();
     let pred = records::argmax(&ll) as u32;
-    ExampleRecord { step, task: "t".into(), example_id: "t/0".into(), gold: 0, predicted: pred, predicted_norm: pred, correct: pred == 0, correct_norm: pred == 0, logliks: ll, lengths_chars: vec![3; n], lengths_tokens: vec![1; n], lengths_bytes: vec![4; n], gold_is_greedy: false, output: pred.to_string() }
+    ExampleRecord {
+        step,
+        task: "t".into(),
+        example_id: "t/0".into(),
+        gold: 0,
+        predicted: pred,
+        predicted_norm: pred,
+        correct: pred == 0,
+        correct_norm: pred == 0,
+        logliks: ll,
+        lengths_chars: vec![3; n],
+        lengths_tokens: vec![1; n],
+        lengths_bytes: vec![4; n],
+        gold_is_greedy: false,
+        output: pred.to_string(),
+    }
 }
 
 proptest! {

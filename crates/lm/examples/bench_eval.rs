@@ -18,12 +18,12 @@ use lm::model::Gpt;
 use lm::score::{pack_stats, pack_stats_with, score, score_groups, score_groups_with, Packing, Request, Scored};
 use lm::tch::{self, nn::VarStore, Device};
 use lm::tokenize::Tok;
-use std::io::{BufRead, Write};
-use std::path::PathBuf;
-use std::time::Instant;
 use output::bench::{Goal, Reference, Row, Spread};
 use rand::{Rng as _, SeedableRng};
 use rand_chacha::ChaCha8Rng;
+use std::io::{BufRead, Write};
+use std::path::PathBuf;
+use std::time::Instant;
 
 mod common;
 
@@ -150,11 +150,20 @@ fn main() -> Result<()> {
         Some(t) => {
             let tok = Tok::load(&config.data.tokenizer)?;
             let prepared = prepare(&t, &tok, &eval_cfg)?;
-            (format!("tasks of {} ({} per task at most)", eval_cfg.tasks.display(), eval_cfg.max_examples), prepared.into_iter().map(|p| (p.name, p.requests)).collect::<Vec<_>>())
+            (
+                format!("tasks of {} ({} per task at most)", eval_cfg.tasks.display(), eval_cfg.max_examples),
+                prepared.into_iter().map(|p| (p.name, p.requests)).collect::<Vec<_>>(),
+            )
         }
         None => {
             let n = args.synthetic.unwrap_or(128);
-            (format!("synthetic mix, {n} examples per shape (no task manifest in {} or --synthetic)", eval_cfg.tasks.display()), synthetic(n, vocab))
+            (
+                format!(
+                    "synthetic mix, {n} examples per shape (no task manifest in {} or --synthetic)",
+                    eval_cfg.tasks.display()
+                ),
+                synthetic(n, vocab),
+            )
         }
     };
     let groups: Vec<&[Request]> = sets.iter().flat_map(|(_, g)| g.iter().map(Vec::as_slice)).collect();
@@ -178,7 +187,12 @@ fn main() -> Result<()> {
     std::fs::write(&cfg_path, toml::to_string(&config)?)?;
     let mut child = std::process::Command::new(".venv/bin/python")
         .arg("crates/lm/bench/eval_reference.py")
-        .arg("--config").arg(&cfg_path).arg("--weights").arg(&weights).arg("--requests").arg(&rpath)
+        .arg("--config")
+        .arg(&cfg_path)
+        .arg("--weights")
+        .arg(&weights)
+        .arg("--requests")
+        .arg(&rpath)
         .args(["--batch-tokens", &bt.to_string(), "--serve", "--threads", &tch::get_num_threads().to_string()])
         .stdin(std::process::Stdio::piped())
         .stdout(std::process::Stdio::piped())
@@ -186,7 +200,8 @@ fn main() -> Result<()> {
         .context("cannot run the PyTorch reference")?;
     let mut to_py = child.stdin.take().unwrap();
     let mut from_py = std::io::BufReader::new(child.stdout.take().unwrap()).lines();
-    let mut read_py = || -> Result<String> { from_py.next().context("the PyTorch reference ended early")?.map_err(Into::into) };
+    let mut read_py =
+        || -> Result<String> { from_py.next().context("the PyTorch reference ended early")?.map_err(Into::into) };
     anyhow::ensure!(read_py()? == "ready", "the PyTorch reference did not start");
 
     let mut packed = score_groups(&model, &groups, bt, Device::Cpu)?; // warm-up
@@ -214,7 +229,14 @@ fn main() -> Result<()> {
     let pred = |g: &[Scored]| records::argmax(&g.iter().map(|x| x.loglik).collect::<Vec<_>>());
     let old_groups: Vec<&[Scored]> = {
         let mut rest = old.as_slice();
-        groups.iter().map(|g| { let (a, b) = rest.split_at(g.len()); rest = b; a }).collect()
+        groups
+            .iter()
+            .map(|g| {
+                let (a, b) = rest.split_at(g.len());
+                rest = b;
+                a
+            })
+            .collect()
     };
     let pred_same = packed.iter().zip(&old_groups).filter(|(a, b)| pred(a) == pred(b)).count();
 
@@ -225,16 +247,31 @@ fn main() -> Result<()> {
     println!("{what}, {} params, context {context}; {source}", config.n_params());
     for (name, g) in &sets {
         let s = pack_stats(g, context, bt)?;
-        println!("  {name:<16} {:>5} examples {:>5} requests, {:>7} tokens per request -> {:>7} packed", g.len(), s.requests, s.request_tokens, s.tokens);
+        println!(
+            "  {name:<16} {:>5} examples {:>5} requests, {:>7} tokens per request -> {:>7} packed",
+            g.len(),
+            s.requests,
+            s.request_tokens,
+            s.tokens
+        );
     }
     println!(
         "{n_examples} examples, {} requests ({} packed in {} rows, {} per request); batch_tokens {bt}, median of {} interleaved rounds after a warm-up, threads {} (PyTorch {})",
         stats.requests, stats.packed, stats.rows, stats.requests - stats.packed, args.repeats, tch::get_num_threads(), py["threads"]
     );
-    println!("{:<26} {:>26} {:>12} {:>11} {:>9} {:>10}", "", "seconds (min, max)", "examples/s", "tokens run", "padding", "vs PyTorch");
+    println!(
+        "{:<26} {:>26} {:>12} {:>11} {:>9} {:>10}",
+        "", "seconds (min, max)", "examples/s", "tokens run", "padding", "vs PyTorch"
+    );
     let line = |name: &str, t: &[f64], tokens: usize, pad: f64| {
         let Spread { median: s, min, max, .. } = Spread::of(t);
-        println!("{name:<26} {:>26} {:>12.1} {tokens:>11} {:>8.1}% {:>9.2}x", format!("{s:.3} ({min:.3}, {max:.3})"), n_examples as f64 / s, 100.0 * pad, py_s / s)
+        println!(
+            "{name:<26} {:>26} {:>12.1} {tokens:>11} {:>8.1}% {:>9.2}x",
+            format!("{s:.3} ({min:.3}, {max:.3})"),
+            n_examples as f64 / s,
+            100.0 * pad,
+            py_s / s
+        )
     };
     line("lm packed (score_groups)", &packed_t, stats.tokens, stats.padding_share());
     line("lm per-request (score)", &old_t, stats.request_tokens, stats.request_padding_share());
@@ -245,7 +282,10 @@ fn main() -> Result<()> {
     let (d, ff, l) = (mc.d_model as f64, mc.d_ff as f64, mc.n_layers as f64);
     let body = l * (4.0 * d * d + 3.0 * d * ff);
     let head = d * vocab as f64;
-    let (pw, rw) = (stats.slots as f64 * body + stats.head_rows as f64 * head, stats.request_slots as f64 * body + stats.request_head_rows as f64 * head);
+    let (pw, rw) = (
+        stats.slots as f64 * body + stats.head_rows as f64 * head,
+        stats.request_slots as f64 * body + stats.request_head_rows as f64 * head,
+    );
     println!(
         "matmul MACs (slots x blocks + scored positions x output layer): packed {:.0} G ({:.0}% output layer, {} positions), per-request {:.0} G ({} positions): {:.2}x less work",
         pw / 1e9, 100.0 * stats.head_rows as f64 * head / pw, stats.head_rows, rw / 1e9, stats.request_head_rows, rw / pw
@@ -258,11 +298,18 @@ fn main() -> Result<()> {
     // batch_tokens rows through the blocks and the output layer), as examples/s at the packed
     // scorer's work per example (2 FLOPs per MAC)
     let (d, f, v, rows) = (mc.d_model, mc.d_ff, vocab, bt as i64);
-    let (_, peak) = common::peak_gflops(tch::Kind::Float, &[(rows, d, 3 * d), (rows, d, d), (rows, d, 2 * f), (rows, f, d), (rows, d, v)], args.repeats);
+    let (_, peak) = common::peak_gflops(
+        tch::Kind::Float,
+        &[(rows, d, 3 * d), (rows, d, d), (rows, d, 2 * f), (rows, f, d), (rows, d, v)],
+        args.repeats,
+    );
     let bound = peak * 1e9 / (2.0 * pw / n_examples as f64);
     println!("fp32 matmul peak on the scorer's shapes: {peak:.0} GFLOP/s = {bound:.0} examples/s at the packed work per example; packed at {:.0}% of it", 100.0 * n_examples as f64 / packed_s / bound);
     let max_ll_diff = max_diff(&packed_ll, &py_ll);
-    anyhow::ensure!(max_ll_diff <= 1e-4, "the packed scorer's log-likelihoods differ from PyTorch's by {max_ll_diff:.2e} (> 1e-4)");
+    anyhow::ensure!(
+        max_ll_diff <= 1e-4,
+        "the packed scorer's log-likelihoods differ from PyTorch's by {max_ll_diff:.2e} (> 1e-4)"
+    );
     let rate = |t: &[f64]| t.iter().map(|s| n_examples as f64 / s).collect::<Vec<_>>();
     let anchor = Reference { name: "PyTorch eager fp32, per-request".into(), median: Spread::of(&rate(&py_t)).median };
     let bound = Reference { name: "fp32 matmul peak".into(), median: bound };
@@ -281,10 +328,18 @@ fn main() -> Result<()> {
         "threads": tch::get_num_threads(), "peak_gflops_fp32": peak, "max_loglik_diff_vs_pytorch": max_ll_diff,
         "predictions_identical": pred_same, "seconds": {"packed": packed_t, "per_request": old_t, "pytorch": py_t},
     });
-    output::bench::write_summary(std::path::Path::new("runs/bench"), "eval", &[row("scoring, lm packed fp32", &packed_t, Some(3.0)), row("scoring, lm per-request fp32", &old_t, None)], details)?;
+    output::bench::write_summary(
+        std::path::Path::new("runs/bench"),
+        "eval",
+        &[row("scoring, lm packed fp32", &packed_t, Some(3.0)), row("scoring, lm per-request fp32", &old_t, None)],
+        details,
+    )?;
     if args.layouts || !args.layout.is_empty() {
         let mut layouts: Vec<(String, Packing)> = vec![
-            ("one piece per row, no fill bound".into(), Packing { piece_contexts: 2.0, bin_contexts: 0.0, min_fill: 0.0 }),
+            (
+                "one piece per row, no fill bound".into(),
+                Packing { piece_contexts: 2.0, bin_contexts: 0.0, min_fill: 0.0 },
+            ),
             ("bins of 1 context".into(), Packing { bin_contexts: 1.0, ..Packing::default() }),
             ("bins of 1/4 context".into(), Packing { bin_contexts: 0.25, ..Packing::default() }),
         ];
@@ -293,7 +348,8 @@ fn main() -> Result<()> {
                 .layout
                 .iter()
                 .map(|l| {
-                    let v: Vec<f64> = l.split(':').map(|x| x.parse().context("--layout PIECE:BIN:FILL")).collect::<Result<_>>()?;
+                    let v: Vec<f64> =
+                        l.split(':').map(|x| x.parse().context("--layout PIECE:BIN:FILL")).collect::<Result<_>>()?;
                     anyhow::ensure!(v.len() == 3, "--layout PIECE:BIN:FILL");
                     Ok((l.clone(), Packing { piece_contexts: v[0], bin_contexts: v[1], min_fill: v[2] }))
                 })
@@ -308,9 +364,17 @@ fn main() -> Result<()> {
             }
         }
         println!("layouts of the packed scorer (interleaved rounds, best of {}):", args.repeats);
-        for (k, (name, how)) in std::iter::once(("default".to_string(), Packing::default())).chain(layouts).enumerate() {
+        for (k, (name, how)) in std::iter::once(("default".to_string(), Packing::default())).chain(layouts).enumerate()
+        {
             let st = pack_stats_with(&groups, context, bt, &how)?;
-            println!("  {name:<28} {:>8.3} s {:>8.1} examples/s {:>6} rows {:>7} tokens {:>5.1}% padding", best[k], n_examples as f64 / best[k], st.rows, st.tokens, 100.0 * st.padding_share());
+            println!(
+                "  {name:<28} {:>8.3} s {:>8.1} examples/s {:>6} rows {:>7} tokens {:>5.1}% padding",
+                best[k],
+                n_examples as f64 / best[k],
+                st.rows,
+                st.tokens,
+                100.0 * st.padding_share()
+            );
         }
     }
     if args.bf16 {

@@ -69,17 +69,33 @@ fn main() -> Result<()> {
     let pass = rel.abs() <= args.tolerance;
     println!("config {} at {} steps, final validation loss on the whole split:", base.name, args.steps);
     for (name, val, tps) in &results {
-        println!("  {name:<16} {val:.4}   {}", tps.map_or("(reused: no timing)".to_string(), |t| format!("{t:.0} tokens/s incl. validation")));
+        println!(
+            "  {name:<16} {val:.4}   {}",
+            tps.map_or("(reused: no timing)".to_string(), |t| format!("{t:.0} tokens/s incl. validation"))
+        );
     }
-    println!("bf16 - fp32: {:+.4} ({:+.2}%); tolerance {:.1}%: {}", bf16 - fp32, 100.0 * rel, 100.0 * args.tolerance, if pass { "pass" } else { "FAIL" });
+    println!(
+        "bf16 - fp32: {:+.4} ({:+.2}%); tolerance {:.1}%: {}",
+        bf16 - fp32,
+        100.0 * rel,
+        100.0 * args.tolerance,
+        if pass { "pass" } else { "FAIL" }
+    );
     let report = serde_json::json!({
         "config": base.name, "config_hash": base.hash(), "steps": args.steps, "git_commit": output::provenance::git_commit(),
         "final_val_loss_full": {"fp32": fp32, "bf16": bf16}, "relative_difference": rel, "tolerance": args.tolerance, "pass": pass,
         "tokens_per_s": {"fp32": results[0].2, "bf16": results[1].2},
     });
-    output::write_atomic(&Path::new("runs/bench").join(format!("precision-{}.json", base.name)), serde_json::to_string_pretty(&report)?.as_bytes())?;
+    output::write_atomic(
+        &Path::new("runs/bench").join(format!("precision-{}.json", base.name)),
+        serde_json::to_string_pretty(&report)?.as_bytes(),
+    )?;
     if !pass {
-        bail!("bf16 training's final validation loss is {:.2}% from fp32's (tolerance {:.1}%)", 100.0 * rel, 100.0 * args.tolerance);
+        bail!(
+            "bf16 training's final validation loss is {:.2}% from fp32's (tolerance {:.1}%)",
+            100.0 * rel,
+            100.0 * args.tolerance
+        );
     }
     Ok(())
 }

@@ -46,7 +46,8 @@ struct Args {
 /// The model's training GEMMs as (M, K, N): tokens x d_model into qkv, wo, gate_up, down and
 /// the output layer.
 fn gemm_shapes(cfg: &Config) -> Vec<(i64, i64, i64)> {
-    let (m, d, f, v) = (cfg.train.batch_size * cfg.model.context, cfg.model.d_model, cfg.model.d_ff, cfg.data.vocab_size);
+    let (m, d, f, v) =
+        (cfg.train.batch_size * cfg.model.context, cfg.model.d_model, cfg.model.d_ff, cfg.data.vocab_size);
     vec![(m, d, 3 * d), (m, d, d), (m, d, 2 * f), (m, f, d), (m, d, v)]
 }
 
@@ -130,14 +131,22 @@ impl PyServer {
         let mut cmd = std::process::Command::new(&args.python);
         if same_heap {
             // lm::heap's malloc settings, through glibc's environment variables
-            cmd.env("MALLOC_MMAP_THRESHOLD_", (1u64 << 30).to_string()).env("MALLOC_TRIM_THRESHOLD_", (1u64 << 30).to_string());
+            cmd.env("MALLOC_MMAP_THRESHOLD_", (1u64 << 30).to_string())
+                .env("MALLOC_TRIM_THRESHOLD_", (1u64 << 30).to_string());
         }
-        cmd.args(["crates/lm/bench/train_reference.py", "--serve", "--config"]).arg(&args.config).arg("--tokens").arg(cache);
+        cmd.args(["crates/lm/bench/train_reference.py", "--serve", "--config"])
+            .arg(&args.config)
+            .arg("--tokens")
+            .arg(cache);
         cmd.args(["--steps", &args.steps.to_string()]);
         if bf16 {
             cmd.arg("--bf16");
         }
-        let mut child = cmd.stdin(std::process::Stdio::piped()).stdout(std::process::Stdio::piped()).spawn().with_context(|| format!("cannot run {}", args.python.display()))?;
+        let mut child = cmd
+            .stdin(std::process::Stdio::piped())
+            .stdout(std::process::Stdio::piped())
+            .spawn()
+            .with_context(|| format!("cannot run {}", args.python.display()))?;
         let to = child.stdin.take().unwrap();
         let from = std::io::BufRead::lines(std::io::BufReader::new(child.stdout.take().unwrap()));
         let mut s = PyServer { child, to, from };
@@ -162,7 +171,9 @@ impl PyServer {
         drop(self.to);
         let py: serde_json::Value = serde_json::from_str(&self.from.next().context("no summary")??)?;
         anyhow::ensure!(self.child.wait()?.success(), "the PyTorch reference failed");
-        let w = py["forward_s"].as_f64().unwrap_or(0.0) + py["backward_s"].as_f64().unwrap_or(0.0) + py["optimizer_s"].as_f64().unwrap_or(0.0);
+        let w = py["forward_s"].as_f64().unwrap_or(0.0)
+            + py["backward_s"].as_f64().unwrap_or(0.0)
+            + py["optimizer_s"].as_f64().unwrap_or(0.0);
         let share = |k: &str| py[k].as_f64().unwrap_or(0.0) / w.max(1e-12);
         Ok((share("forward_s"), share("backward_s"), share("optimizer_s")))
     }
@@ -184,7 +195,10 @@ fn main() -> Result<()> {
         let mut runner = LmRunner::new(&cfg, &data, precision);
         let rates: Vec<f64> = (0..args.reps).map(|_| runner.rep(args.steps)).collect();
         let s = Spread::of(&rates);
-        println!("lm {only}: {:.0} tokens/s ({:.0}, {:.0}), {} reps x {} steps", s.median, s.min, s.max, args.reps, args.steps);
+        println!(
+            "lm {only}: {:.0} tokens/s ({:.0}, {:.0}), {} reps x {} steps",
+            s.median, s.min, s.max, args.reps, args.steps
+        );
         return Ok(());
     }
 
@@ -198,16 +212,33 @@ fn main() -> Result<()> {
         println!("  {name}: {}", cells.join(", "));
         peak.insert(name, best);
     }
-    println!("peak (best shape): fp32 {:.0}, bf16 {:.0} GFLOP/s (bf16 / fp32 {:.2}x)", peak["fp32"], peak["bf16"], peak["bf16"] / peak["fp32"]);
+    println!(
+        "peak (best shape): fp32 {:.0}, bf16 {:.0} GFLOP/s (bf16 / fp32 {:.2}x)",
+        peak["fp32"],
+        peak["bf16"],
+        peak["bf16"] / peak["fp32"]
+    );
 
     let cache = tok.cache_path(&cfg.data.corpus.join("train.txt"))?;
     // every contender set up and warmed up first; then repetition r of each runs back to back
     // (in a rotating order), so a drift of the host's speed over the minutes of the run falls on
     // all contenders alike rather than on the ones that happen to run last
-    let names = ["lm (tch) fp32", "lm (tch) bf16 mixed", "PyTorch eager fp32", "PyTorch bf16 autocast", "PyTorch eager fp32, lm's heap", "PyTorch bf16 autocast, lm's heap"];
+    let names = [
+        "lm (tch) fp32",
+        "lm (tch) bf16 mixed",
+        "PyTorch eager fp32",
+        "PyTorch bf16 autocast",
+        "PyTorch eager fp32, lm's heap",
+        "PyTorch bf16 autocast, lm's heap",
+    ];
     let dtypes = ["fp32", "bf16", "fp32", "bf16", "fp32", "bf16"];
     let mut lm_runs = [LmRunner::new(&cfg, &data, Precision::Fp32), LmRunner::new(&cfg, &data, Precision::Bf16)];
-    let mut py_runs = vec![PyServer::start(&args, &cache, false, false)?, PyServer::start(&args, &cache, true, false)?, PyServer::start(&args, &cache, false, true)?, PyServer::start(&args, &cache, true, true)?];
+    let mut py_runs = vec![
+        PyServer::start(&args, &cache, false, false)?,
+        PyServer::start(&args, &cache, true, false)?,
+        PyServer::start(&args, &cache, false, true)?,
+        PyServer::start(&args, &cache, true, true)?,
+    ];
     let mut rates = vec![Vec::new(); names.len()];
     for rep in 0..args.reps {
         for k in 0..names.len() {
@@ -219,14 +250,32 @@ fn main() -> Result<()> {
     for p in py_runs.drain(..) {
         splits.push(p.finish()?);
     }
-    let rows: Vec<(&str, &str, Timed)> = (0..names.len()).map(|c| (names[c], dtypes[c], Timed { rates: rates[c].clone(), split: splits[c] })).collect();
-    println!("config {} ({} params, {:.1} MFLOP/token), {} reps x {} timed steps", cfg.name, cfg.n_params(), flops / 1e6, args.reps, args.steps);
-    println!("{:<32} {:>9} {:>21} {:>7} {:>7} {:>7} {:>8}", "", "tokens/s", "(min, max)", "MFU", "fwd %", "bwd %", "optim %");
+    let rows: Vec<(&str, &str, Timed)> =
+        (0..names.len()).map(|c| (names[c], dtypes[c], Timed { rates: rates[c].clone(), split: splits[c] })).collect();
+    println!(
+        "config {} ({} params, {:.1} MFLOP/token), {} reps x {} timed steps",
+        cfg.name,
+        cfg.n_params(),
+        flops / 1e6,
+        args.reps,
+        args.steps
+    );
+    println!(
+        "{:<32} {:>9} {:>21} {:>7} {:>7} {:>7} {:>8}",
+        "", "tokens/s", "(min, max)", "MFU", "fwd %", "bwd %", "optim %"
+    );
     let mut json_rows = Vec::new();
     for (name, dtype, t) in &rows {
         let Spread { median: med, min: lo, max: hi, .. } = Spread::of(&t.rates);
         let mfu = med * flops / (peak[dtype] * 1e9);
-        println!("{name:<32} {med:>9.0} {:>21} {:>6.1}% {:>6.1}% {:>6.1}% {:>7.1}%", format!("({lo:.0}, {hi:.0})"), 100.0 * mfu, 100.0 * t.split.0, 100.0 * t.split.1, 100.0 * t.split.2);
+        println!(
+            "{name:<32} {med:>9.0} {:>21} {:>6.1}% {:>6.1}% {:>6.1}% {:>7.1}%",
+            format!("({lo:.0}, {hi:.0})"),
+            100.0 * mfu,
+            100.0 * t.split.0,
+            100.0 * t.split.1,
+            100.0 * t.split.2
+        );
         json_rows.push(serde_json::json!({"row": name, "dtype": dtype, "tokens_per_s": t.rates, "median": med, "mfu": mfu, "split": [t.split.0, t.split.1, t.split.2]}));
     }
     let med = |i: usize| Spread::of(&rows[i].2.rates).median;
@@ -252,7 +301,14 @@ fn main() -> Result<()> {
             goal: goal.map(Goal::Speedup),
         }
     };
-    let headline = [row(0, 2, None), row(1, 2, Some(1.5)), row(1, 3, Some(1.0)), row(0, 4, None), row(1, 4, None), row(1, 5, None)];
+    let headline = [
+        row(0, 2, None),
+        row(1, 2, Some(1.5)),
+        row(1, 3, Some(1.0)),
+        row(0, 4, None),
+        row(1, 4, None),
+        row(1, 5, None),
+    ];
     output::bench::write_summary(Path::new("runs/bench"), "train", &headline, report)?;
     Ok(())
 }

@@ -90,10 +90,16 @@ pub fn save(dir: &Path, vs: &VarStore, optim: Option<Vec<(String, Tensor)>>, mut
 
 /// Reads a sidecar, naming the file if it is missing, truncated or malformed.
 pub fn read_sidecar(path: &Path) -> Result<Sidecar> {
-    let text = std::fs::read_to_string(path).with_context(|| format!("{}: cannot read checkpoint sidecar", path.display()))?;
-    let meta: Sidecar = serde_json::from_str(&text).with_context(|| format!("{}: malformed or truncated checkpoint sidecar", path.display()))?;
+    let text =
+        std::fs::read_to_string(path).with_context(|| format!("{}: cannot read checkpoint sidecar", path.display()))?;
+    let meta: Sidecar = serde_json::from_str(&text)
+        .with_context(|| format!("{}: malformed or truncated checkpoint sidecar", path.display()))?;
     if meta.schema_version > SIDECAR_VERSION {
-        bail!("{}: sidecar schema {} is newer than this build reads ({SIDECAR_VERSION}); update the workspace", path.display(), meta.schema_version);
+        bail!(
+            "{}: sidecar schema {} is newer than this build reads ({SIDECAR_VERSION}); update the workspace",
+            path.display(),
+            meta.schema_version
+        );
     }
     Ok(meta)
 }
@@ -145,7 +151,13 @@ impl Verified {
 fn check_hash(file: &Path, expected: &str, sidecar_path: &Path) -> Result<()> {
     let actual = sha256_file(file)?;
     if actual != expected {
-        bail!("{}: corrupt or truncated (sha256 {} differs from {} recorded in {})", file.display(), &actual[..12], &expected[..12.min(expected.len())], sidecar_path.display());
+        bail!(
+            "{}: corrupt or truncated (sha256 {} differs from {} recorded in {})",
+            file.display(),
+            &actual[..12],
+            &expected[..12.min(expected.len())],
+            sidecar_path.display()
+        );
     }
     Ok(())
 }
@@ -173,7 +185,9 @@ pub fn verify(sidecar_path: &Path, vs: &VarStore, tokenizer_sha256: &str) -> Res
 /// Reads and verifies the optimizer state a sidecar names (its sha256 where recorded).
 pub fn verify_optimizer(sidecar_path: &Path, meta: &Sidecar) -> Result<Vec<(String, Tensor)>> {
     let dir = sidecar_path.parent().unwrap_or(Path::new("."));
-    let Some(file) = &meta.optimizer_file else { bail!("{}: no optimizer state (kept for the newest two checkpoints only)", sidecar_path.display()) };
+    let Some(file) = &meta.optimizer_file else {
+        bail!("{}: no optimizer state (kept for the newest two checkpoints only)", sidecar_path.display())
+    };
     let path = dir.join(file);
     if !path.is_file() {
         bail!("{}: optimizer state missing", path.display());
@@ -194,8 +208,10 @@ pub fn load(sidecar_path: &Path, vs: &mut VarStore, tokenizer_sha256: &str) -> R
 /// Reads a safetensors file and pairs each variable of `vs` with its tensor; every variable
 /// must be present with its shape and a floating-point dtype.
 fn read_verified(path: &Path, vs: &VarStore) -> Result<Verified> {
-    let mut saved: std::collections::HashMap<String, Tensor> =
-        Tensor::read_safetensors(path).with_context(|| format!("{}: not a readable safetensors file", path.display()))?.into_iter().collect();
+    let mut saved: std::collections::HashMap<String, Tensor> = Tensor::read_safetensors(path)
+        .with_context(|| format!("{}: not a readable safetensors file", path.display()))?
+        .into_iter()
+        .collect();
     let mut pairs = Vec::new();
     let mut vars: Vec<(String, Tensor)> = vs.variables().into_iter().collect();
     vars.sort_by(|a, b| a.0.cmp(&b.0));

@@ -148,18 +148,26 @@ impl Precision {
 impl Config {
     pub fn load(path: &Path) -> Result<Config> {
         let text = std::fs::read_to_string(path).with_context(|| format!("{}: cannot read config", path.display()))?;
-        let cfg: Config = toml::from_str(&text).with_context(|| format!("{}: not a valid run config", path.display()))?;
+        let cfg: Config =
+            toml::from_str(&text).with_context(|| format!("{}: not a valid run config", path.display()))?;
         cfg.validate().with_context(|| format!("{}: invalid config", path.display()))?;
         Ok(cfg)
     }
 
     pub fn validate(&self) -> Result<()> {
         if self.schema_version > CONFIG_VERSION {
-            bail!("schema_version {} is newer than this build reads ({CONFIG_VERSION}); update the workspace", self.schema_version);
+            bail!(
+                "schema_version {} is newer than this build reads ({CONFIG_VERSION}); update the workspace",
+                self.schema_version
+            );
         }
         let m = &self.model;
         if m.d_model % m.n_heads != 0 || (m.d_model / m.n_heads) % 2 != 0 {
-            bail!("d_model ({}) must be a multiple of n_heads ({}) with an even head size (rotary)", m.d_model, m.n_heads);
+            bail!(
+                "d_model ({}) must be a multiple of n_heads ({}) with an even head size (rotary)",
+                m.d_model,
+                m.n_heads
+            );
         }
         let t = &self.train;
         if t.steps == 0 || t.checkpoint_every == 0 || t.batch_size <= 0 {
@@ -390,7 +398,8 @@ mod tests {
     fn unknown_fields_are_refused() {
         let dir = tempfile::tempdir().unwrap();
         let p = dir.path().join("c.toml");
-        let text = std::fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join("../../configs/smoke.toml")).unwrap();
+        let text =
+            std::fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join("../../configs/smoke.toml")).unwrap();
         std::fs::write(&p, text.replace("seed = 1234", "seed = 1234\nsede = 1")).unwrap();
         let err = format!("{:#}", Config::load(&p).unwrap_err());
         assert!(err.contains("c.toml") && err.contains("sede"), "{err}");

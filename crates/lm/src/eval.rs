@@ -78,11 +78,22 @@ pub fn prepare(tasks: &[Task], tok: &Tok, cfg: &EvalConfig) -> Result<Vec<Prepar
         let cap = cfg.max_examples_per_task.get(&t.info.name).copied().unwrap_or(cfg.max_examples);
         let chosen = tasks::subsample(&t.examples, cap, cfg.seed);
         let examples = tasks::with_shots(&t.examples, &chosen, cfg.shots, cfg.seed);
-        let mut p = Prepared { name: t.info.name.clone(), kind: t.info.kind, version: t.info.sha256.clone(), ids: vec![], gold: vec![], requests: vec![], chars: vec![], bytes: vec![] };
+        let mut p = Prepared {
+            name: t.info.name.clone(),
+            kind: t.info.kind,
+            version: t.info.sha256.clone(),
+            ids: vec![],
+            gold: vec![],
+            requests: vec![],
+            chars: vec![],
+            bytes: vec![],
+        };
         for e in &examples {
             let (mut reqs, mut bytes) = (Vec::new(), Vec::new());
             for c in &e.choices {
-                let (context, continuation, scored) = tok.encode_pair(&c.context, &c.continuation).with_context(|| format!("task {} example {}", t.info.name, e.id))?;
+                let (context, continuation, scored) = tok
+                    .encode_pair(&c.context, &c.continuation)
+                    .with_context(|| format!("task {} example {}", t.info.name, e.id))?;
                 reqs.push(Request { context, continuation });
                 bytes.push(scored.len() as u32);
             }
@@ -98,7 +109,14 @@ pub fn prepare(tasks: &[Task], tok: &Tok, cfg: &EvalConfig) -> Result<Vec<Prepar
 }
 
 /// Scores one model on the prepared tasks.
-pub fn evaluate(model: &Gpt, tok: &Tok, prepared: &[Prepared], step: u64, batch_tokens: usize, device: Device) -> Result<Vec<ExampleRecord>> {
+pub fn evaluate(
+    model: &Gpt,
+    tok: &Tok,
+    prepared: &[Prepared],
+    step: u64,
+    batch_tokens: usize,
+    device: Device,
+) -> Result<Vec<ExampleRecord>> {
     // one group per example: its options share their context's tokens (score_groups)
     let groups: Vec<&[Request]> = prepared.iter().flat_map(|p| p.requests.iter().map(Vec::as_slice)).collect();
     let mut it = score_groups(model, &groups, batch_tokens, device)?.into_iter();
@@ -174,7 +192,11 @@ pub fn resolve_tokenizer(named: &Path, ckpt_dir: &Path) -> Result<PathBuf> {
             return Ok(p);
         }
     }
-    bail!("{}: tokenizer not found, neither from the working folder nor above {}; pass --tokenizer", named.display(), ckpt_dir.display())
+    bail!(
+        "{}: tokenizer not found, neither from the working folder nor above {}; pass --tokenizer",
+        named.display(),
+        ckpt_dir.display()
+    )
 }
 
 /// Cached example rows of one checkpoint, if they were computed under `key` and still read.
@@ -194,7 +216,13 @@ fn cached_rows(rows_path: &Path, key_path: &Path, key: &ResultKey) -> Option<Vec
 
 /// Evaluates every checkpoint (sidecar) in `ckpt_dir`, writing into `out_dir` (locked for the
 /// run: a second writer is refused). `tokenizer` overrides the path the checkpoints' config names.
-pub fn run(ckpt_dir: &Path, cfg: &EvalConfig, out_dir: &Path, tokenizer: Option<&Path>, quiet: bool) -> Result<EvalSummary> {
+pub fn run(
+    ckpt_dir: &Path,
+    cfg: &EvalConfig,
+    out_dir: &Path,
+    tokenizer: Option<&Path>,
+    quiet: bool,
+) -> Result<EvalSummary> {
     let mut ckpts = checkpoint::list(ckpt_dir)?;
     if ckpts.is_empty() {
         bail!("{}: no checkpoints (step_*.json) found", ckpt_dir.display());
@@ -221,12 +249,22 @@ pub fn run(ckpt_dir: &Path, cfg: &EvalConfig, out_dir: &Path, tokenizer: Option<
     let lock = output::FolderLock::acquire(out_dir, "lm eval")?;
     let device = Device::cuda_if_available();
     let bar = if quiet { ProgressBar::hidden() } else { ProgressBar::new(ckpts.len() as u64) };
-    bar.set_style(ProgressStyle::with_template("eval [{bar:30}] {pos}/{len} checkpoints {msg} ETA {eta}").unwrap().progress_chars("=> "));
+    bar.set_style(
+        ProgressStyle::with_template("eval [{bar:30}] {pos}/{len} checkpoints {msg} ETA {eta}")
+            .unwrap()
+            .progress_chars("=> "),
+    );
     let (mut scored, mut skipped, mut scoring_s) = (0, 0, 0.0);
     let mut all_rows = Vec::new();
     for (path, meta) in &ckpts {
         let stem = checkpoint::stem(meta.step);
-        let key = ResultKey { step: meta.step, weights_sha256: meta.weights_sha256.clone(), eval_config_hash: cfg.hash(), task_versions: task_versions.clone(), scoring_version: SCORING_VERSION };
+        let key = ResultKey {
+            step: meta.step,
+            weights_sha256: meta.weights_sha256.clone(),
+            eval_config_hash: cfg.hash(),
+            task_versions: task_versions.clone(),
+            scoring_version: SCORING_VERSION,
+        };
         let (rows_path, key_path) = (out_dir.join(format!("{stem}.parquet")), out_dir.join(format!("{stem}.json")));
         let rows = if let Some(rows) = cached_rows(&rows_path, &key_path, &key) {
             skipped += 1;
@@ -268,7 +306,14 @@ pub fn run(ckpt_dir: &Path, cfg: &EvalConfig, out_dir: &Path, tokenizer: Option<
     set.write("provenance.json", serde_json::to_string_pretty(&provenance)?.as_bytes())?;
     set.commit()?;
     drop(lock);
-    Ok(EvalSummary { checkpoints: ckpts.len(), scored, skipped, examples_per_checkpoint: n_examples, scoring_s, out: out_dir.to_owned() })
+    Ok(EvalSummary {
+        checkpoints: ckpts.len(),
+        scored,
+        skipped,
+        examples_per_checkpoint: n_examples,
+        scoring_s,
+        out: out_dir.to_owned(),
+    })
 }
 
 #[cfg(test)]
@@ -278,7 +323,9 @@ mod tests {
     use tch::nn;
 
     fn moby_tokenizer(dir: &Path) -> Tok {
-        let text = std::fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/moby_dick_excerpt.txt")).unwrap();
+        let text =
+            std::fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/moby_dick_excerpt.txt"))
+                .unwrap();
         std::fs::write(dir.join("t.txt"), &text).unwrap();
         crate::tokenize::train(&dir.join("t.txt"), 300, &dir.join("tok.json")).unwrap()
     }
@@ -300,7 +347,10 @@ mod tests {
         let w2 = tok.encode("the whale of the sea").unwrap();
         assert_eq!(t2, w2[c2.len()..].to_vec());
         let (c3, t3, s3) = tok.encode_pair("", " The sea.").unwrap();
-        assert_eq!((c3, t3, s3.as_str()), (vec![tok.prefix_token().unwrap()], tok.encode(" The sea.").unwrap(), " The sea."));
+        assert_eq!(
+            (c3, t3, s3.as_str()),
+            (vec![tok.prefix_token().unwrap()], tok.encode(" The sea.").unwrap(), " The sea.")
+        );
         assert_eq!(tok.decode(&[tok.prefix_token().unwrap()]).unwrap(), "\n");
     }
 
@@ -309,17 +359,52 @@ mod tests {
     #[test]
     fn acc_norm_divides_by_the_option_length_in_characters() {
         let dir = tempfile::tempdir().unwrap();
-        let text = std::fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/moby_dick_excerpt.txt")).unwrap();
+        let text =
+            std::fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/moby_dick_excerpt.txt"))
+                .unwrap();
         std::fs::write(dir.path().join("t.txt"), &text).unwrap();
         let tok = crate::tokenize::train(&dir.path().join("t.txt"), 300, &dir.path().join("tok.json")).unwrap();
         tch::manual_seed(1);
         let vs = nn::VarStore::new(Device::Cpu);
-        let c = ModelConfig { d_model: 32, n_layers: 1, n_heads: 4, d_ff: 64, context: 32, rope_theta: 1e4, norm_eps: 1e-5, init_std: 0.3, dropout: 0.0 };
+        let c = ModelConfig {
+            d_model: 32,
+            n_layers: 1,
+            n_heads: 4,
+            d_ff: 64,
+            context: 32,
+            rope_theta: 1e4,
+            norm_eps: 1e-5,
+            init_std: 0.3,
+            dropout: 0.0,
+        };
         let model = Gpt::new(&vs.root(), &c, tok.vocab_size());
         let options = [" the whale", " a long and winding sentence about the sea", " ship"];
-        let ex = tasks::Example { id: "t/0".into(), choices: options.iter().map(|o| tasks::Choice { context: "Call me".into(), continuation: o.to_string() }).collect(), gold: 1 };
-        let info = tasks::TaskInfo { name: "t".into(), kind: Kind::MultipleChoice, file: "t.jsonl".into(), sha256: "0".repeat(64), examples: 1, chance: 1.0 / 3.0, source: String::new(), license: String::new() };
-        let cfg = EvalConfig { tasks: dir.path().into(), seed: 0, shots: 0, max_examples: 10, max_examples_per_task: Default::default(), batch_tokens: 256 };
+        let ex = tasks::Example {
+            id: "t/0".into(),
+            choices: options
+                .iter()
+                .map(|o| tasks::Choice { context: "Call me".into(), continuation: o.to_string() })
+                .collect(),
+            gold: 1,
+        };
+        let info = tasks::TaskInfo {
+            name: "t".into(),
+            kind: Kind::MultipleChoice,
+            file: "t.jsonl".into(),
+            sha256: "0".repeat(64),
+            examples: 1,
+            chance: 1.0 / 3.0,
+            source: String::new(),
+            license: String::new(),
+        };
+        let cfg = EvalConfig {
+            tasks: dir.path().into(),
+            seed: 0,
+            shots: 0,
+            max_examples: 10,
+            max_examples_per_task: Default::default(),
+            batch_tokens: 256,
+        };
         let prepared = prepare(&[Task { info, examples: vec![ex] }], &tok, &cfg).unwrap();
         let rows = evaluate(&model, &tok, &prepared, 5, 256, Device::Cpu).unwrap();
         let r = &rows[0];

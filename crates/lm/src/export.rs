@@ -45,7 +45,11 @@ pub fn sidecar_of(path: &Path) -> Result<PathBuf> {
         if s.is_file() {
             return Ok(s);
         }
-        bail!("{}: no sidecar {} beside it (the config and tokenizer are taken from there)", path.display(), s.display());
+        bail!(
+            "{}: no sidecar {} beside it (the config and tokenizer are taken from there)",
+            path.display(),
+            s.display()
+        );
     }
     bail!("{}: name a checkpoint's sidecar (step_N.json) or weights (step_N.safetensors)", path.display())
 }
@@ -68,7 +72,13 @@ pub fn open_source(checkpoint: &Path, tokenizer: Option<&Path>) -> Result<Source
     let weights = dir.join(&meta.weights_file);
     let sha = sha256_file(&weights)?;
     if sha != meta.weights_sha256 {
-        bail!("{}: corrupt or truncated (sha256 {} differs from {} recorded in {})", weights.display(), &sha[..12], &meta.weights_sha256[..12.min(meta.weights_sha256.len())], sidecar_path.display());
+        bail!(
+            "{}: corrupt or truncated (sha256 {} differs from {} recorded in {})",
+            weights.display(),
+            &sha[..12],
+            &meta.weights_sha256[..12.min(meta.weights_sha256.len())],
+            sidecar_path.display()
+        );
     }
     let tok_path = match tokenizer {
         Some(p) => p.to_path_buf(),
@@ -76,7 +86,13 @@ pub fn open_source(checkpoint: &Path, tokenizer: Option<&Path>) -> Result<Source
     };
     let tok = Tok::load(&tok_path)?;
     if tok.sha256 != meta.tokenizer_sha256 {
-        bail!("{}: trained with tokenizer {}, but {} has sha256 {}; pass the tokenizer of this run", sidecar_path.display(), &meta.tokenizer_sha256[..12.min(meta.tokenizer_sha256.len())], tok_path.display(), &tok.sha256[..12]);
+        bail!(
+            "{}: trained with tokenizer {}, but {} has sha256 {}; pass the tokenizer of this run",
+            sidecar_path.display(),
+            &meta.tokenizer_sha256[..12.min(meta.tokenizer_sha256.len())],
+            tok_path.display(),
+            &tok.sha256[..12]
+        );
     }
     Ok(Source { sidecar_path, meta, weights, tokenizer: tok })
 }
@@ -89,7 +105,11 @@ fn rows<'a>(data: &'a [u8], shape: &[usize], dtype: Dtype, from: usize, to: usiz
 
 /// Our tensor names and shapes to Llama's: `(hf name, dtype, shape, bytes)` for every tensor.
 /// Every tensor of the model must be present with its shape, and no other.
-pub fn hf_tensors<'a>(st: &SafeTensors<'a>, c: &crate::config::Config, path: &Path) -> Result<Vec<(String, Dtype, Vec<usize>, &'a [u8])>> {
+pub fn hf_tensors<'a>(
+    st: &SafeTensors<'a>,
+    c: &crate::config::Config,
+    path: &Path,
+) -> Result<Vec<(String, Dtype, Vec<usize>, &'a [u8])>> {
     let m = &c.model;
     let (d, ff, v) = (m.d_model as usize, m.d_ff as usize, c.data.vocab_size as usize);
     let mut by_name: BTreeMap<String, TensorView<'a>> = st.tensors().into_iter().collect();
@@ -104,20 +124,41 @@ pub fn hf_tensors<'a>(st: &SafeTensors<'a>, c: &crate::config::Config, path: &Pa
         Ok(t)
     };
     let mut out = Vec::new();
-    let whole = |out: &mut Vec<(String, Dtype, Vec<usize>, &'a [u8])>, hf: String, t: TensorView<'a>| out.push((hf, t.dtype(), t.shape().to_vec(), t.data()));
+    let whole = |out: &mut Vec<(String, Dtype, Vec<usize>, &'a [u8])>, hf: String, t: TensorView<'a>| {
+        out.push((hf, t.dtype(), t.shape().to_vec(), t.data()))
+    };
     whole(&mut out, "model.embed_tokens.weight".into(), take("wte.weight", &[v, d])?);
     for i in 0..m.n_layers as usize {
         let p = format!("model.layers.{i}");
         whole(&mut out, format!("{p}.input_layernorm.weight"), take(&format!("blocks.{i}.attn_norm.weight"), &[d])?);
-        whole(&mut out, format!("{p}.post_attention_layernorm.weight"), take(&format!("blocks.{i}.mlp_norm.weight"), &[d])?);
+        whole(
+            &mut out,
+            format!("{p}.post_attention_layernorm.weight"),
+            take(&format!("blocks.{i}.mlp_norm.weight"), &[d])?,
+        );
         let qkv = take(&format!("blocks.{i}.attn.qkv.weight"), &[3 * d, d])?;
         for (j, n) in ["q_proj", "k_proj", "v_proj"].iter().enumerate() {
-            out.push((format!("{p}.self_attn.{n}.weight"), qkv.dtype(), vec![d, d], rows(qkv.data(), qkv.shape(), qkv.dtype(), j * d, (j + 1) * d)));
+            out.push((
+                format!("{p}.self_attn.{n}.weight"),
+                qkv.dtype(),
+                vec![d, d],
+                rows(qkv.data(), qkv.shape(), qkv.dtype(), j * d, (j + 1) * d),
+            ));
         }
         whole(&mut out, format!("{p}.self_attn.o_proj.weight"), take(&format!("blocks.{i}.attn.wo.weight"), &[d, d])?);
         let gu = take(&format!("blocks.{i}.mlp.gate_up.weight"), &[2 * ff, d])?;
-        out.push((format!("{p}.mlp.gate_proj.weight"), gu.dtype(), vec![ff, d], rows(gu.data(), gu.shape(), gu.dtype(), 0, ff)));
-        out.push((format!("{p}.mlp.up_proj.weight"), gu.dtype(), vec![ff, d], rows(gu.data(), gu.shape(), gu.dtype(), ff, 2 * ff)));
+        out.push((
+            format!("{p}.mlp.gate_proj.weight"),
+            gu.dtype(),
+            vec![ff, d],
+            rows(gu.data(), gu.shape(), gu.dtype(), 0, ff),
+        ));
+        out.push((
+            format!("{p}.mlp.up_proj.weight"),
+            gu.dtype(),
+            vec![ff, d],
+            rows(gu.data(), gu.shape(), gu.dtype(), ff, 2 * ff),
+        ));
         whole(&mut out, format!("{p}.mlp.down_proj.weight"), take(&format!("blocks.{i}.mlp.down.weight"), &[d, ff])?);
     }
     whole(&mut out, "model.norm.weight".into(), take("norm_f.weight", &[d])?);
@@ -184,7 +225,8 @@ pub fn export(checkpoint: &Path, out: &Path, tokenizer: Option<&Path>, force: bo
     // SAFETY: read only; the hash checked above and the safetensors header checks below catch a
     // file changed underneath, and the bytes are treated as plain data.
     let map = unsafe { memmap2::Mmap::map(&file) }.with_context(|| format!("{}: cannot map", src.weights.display()))?;
-    let st = SafeTensors::deserialize(&map).map_err(|e| anyhow::anyhow!("{}: not a valid safetensors file: {e}", src.weights.display()))?;
+    let st = SafeTensors::deserialize(&map)
+        .map_err(|e| anyhow::anyhow!("{}: not a valid safetensors file: {e}", src.weights.display()))?;
     let tensors = hf_tensors(&st, c, &src.weights)?;
     let vocab = src.tokenizer.vocab_size();
     if vocab > c.data.vocab_size {
@@ -195,22 +237,34 @@ pub fn export(checkpoint: &Path, out: &Path, tokenizer: Option<&Path>, force: bo
 
     // a new or empty folder, or --force; locked before it is looked at
     let lock = output::FolderLock::acquire(out, "lm export")?;
-    let stale: Vec<PathBuf> = std::fs::read_dir(out)?.flatten().map(|e| e.path()).filter(|p| p.file_name().is_some_and(|n| n != ".lock")).collect();
+    let stale: Vec<PathBuf> = std::fs::read_dir(out)?
+        .flatten()
+        .map(|e| e.path())
+        .filter(|p| p.file_name().is_some_and(|n| n != ".lock"))
+        .collect();
     if !stale.is_empty() && !force {
         bail!("{}: not empty; choose a new folder or pass --force to replace what it holds", out.display());
     }
     let mut set = output::FileSet::begin(&lock, out)?;
     let views: Vec<(String, TensorView)> = tensors
         .iter()
-        .map(|(n, d, s, b)| Ok((n.clone(), TensorView::new(*d, s.clone(), b).map_err(|e| anyhow::anyhow!("{n}: {e}"))?)))
+        .map(|(n, d, s, b)| {
+            Ok((n.clone(), TensorView::new(*d, s.clone(), b).map_err(|e| anyhow::anyhow!("{n}: {e}"))?))
+        })
         .collect::<Result<_>>()?;
     let meta: HashMap<String, String> = [("format".to_string(), "pt".to_string())].into();
-    set.write_via("model.safetensors", |tmp| safetensors::serialize_to_file(views, Some(meta), tmp).map_err(|e| anyhow::anyhow!("{e}")))?;
+    set.write_via("model.safetensors", |tmp| {
+        safetensors::serialize_to_file(views, Some(meta), tmp).map_err(|e| anyhow::anyhow!("{e}"))
+    })?;
     let dtype = tensors[0].1;
     let pretty = |v: serde_json::Value| serde_json::to_string_pretty(&v).map(|s| s + "\n");
     set.write("config.json", pretty(hf_config(c, c.data.vocab_size, special, dtype))?.as_bytes())?;
     set.write("generation_config.json", pretty(json!({"bos_token_id": special, "eos_token_id": special, "max_length": c.model.context, "do_sample": false}))?.as_bytes())?;
-    set.write("tokenizer.json", &std::fs::read(&src.tokenizer.path).with_context(|| format!("{}: cannot read", src.tokenizer.path.display()))?)?;
+    set.write(
+        "tokenizer.json",
+        &std::fs::read(&src.tokenizer.path)
+            .with_context(|| format!("{}: cannot read", src.tokenizer.path.display()))?,
+    )?;
     let tok_config = json!({
         "tokenizer_class": "PreTrainedTokenizerFast",
         "bos_token": special_text,
@@ -221,7 +275,10 @@ pub fn export(checkpoint: &Path, out: &Path, tokenizer: Option<&Path>, force: bo
         "model_max_length": c.model.context,
     });
     set.write("tokenizer_config.json", pretty(tok_config)?.as_bytes())?;
-    set.write("special_tokens_map.json", pretty(json!({"bos_token": special_text, "eos_token": special_text}))?.as_bytes())?;
+    set.write(
+        "special_tokens_map.json",
+        pretty(json!({"bos_token": special_text, "eos_token": special_text}))?.as_bytes(),
+    )?;
     let provenance = json!({
         "exported_by": "lm export",
         "source": {"sidecar": src.sidecar_path, "sidecar_sha256": sha256_file(&src.sidecar_path)?, "weights": src.weights, "weights_sha256": src.meta.weights_sha256},
@@ -231,7 +288,17 @@ pub fn export(checkpoint: &Path, out: &Path, tokenizer: Option<&Path>, force: bo
         "model_safetensors_sha256": sha256_file(&set.staged("model.safetensors"))?,
     });
     set.write("provenance.json", pretty(provenance)?.as_bytes())?;
-    let files: Vec<String> = ["model.safetensors", "config.json", "generation_config.json", "tokenizer.json", "tokenizer_config.json", "special_tokens_map.json", "provenance.json"].map(String::from).to_vec();
+    let files: Vec<String> = [
+        "model.safetensors",
+        "config.json",
+        "generation_config.json",
+        "tokenizer.json",
+        "tokenizer_config.json",
+        "special_tokens_map.json",
+        "provenance.json",
+    ]
+    .map(String::from)
+    .to_vec();
     set.commit()?;
     // files of an earlier export that this one does not have
     for p in stale {
@@ -257,8 +324,11 @@ pub fn logits(checkpoint: &Path, text: &str, tokenizer: Option<&Path>) -> Result
     let model = crate::model::Gpt::new(&vs.root(), &c.model, c.data.vocab_size);
     crate::checkpoint::load(&src.sidecar_path, &mut vs, &src.tokenizer.sha256)?;
     let ids: Vec<i64> = tokens.iter().map(|&t| t as i64).collect();
-    let out = tch::no_grad(|| model.forward(&Tensor::from_slice(&ids).view([1, -1]), false)).squeeze_dim(0).to_kind(Kind::Float);
-    let rows: Vec<Vec<f32>> = (0..ids.len() as i64).map(|t| Vec::<f32>::try_from(out.get(t))).collect::<std::result::Result<_, _>>()?;
+    let out = tch::no_grad(|| model.forward(&Tensor::from_slice(&ids).view([1, -1]), false))
+        .squeeze_dim(0)
+        .to_kind(Kind::Float);
+    let rows: Vec<Vec<f32>> =
+        (0..ids.len() as i64).map(|t| Vec::<f32>::try_from(out.get(t))).collect::<std::result::Result<_, _>>()?;
     Ok((tokens, rows))
 }
 
@@ -275,7 +345,10 @@ mod tests {
         assert!(e.contains("step_000010.json"), "{e}");
         std::fs::write(dir.path().join("step_000010.json"), b"{}").unwrap();
         assert_eq!(sidecar_of(&w).unwrap(), dir.path().join("step_000010.json"));
-        assert!(sidecar_of(&dir.path().join("step_000010.optim.safetensors")).unwrap_err().to_string().contains("optimizer"));
+        assert!(sidecar_of(&dir.path().join("step_000010.optim.safetensors"))
+            .unwrap_err()
+            .to_string()
+            .contains("optimizer"));
         assert!(sidecar_of(Path::new("model.bin")).is_err());
     }
 }

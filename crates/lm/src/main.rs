@@ -162,17 +162,33 @@ fn main() -> Result<()> {
         }
         Command::Export { checkpoint, out, tokenizer, force } => {
             let e = lm::export::export(&checkpoint, &out, tokenizer.as_deref(), force)?;
-            println!("{}: step {} as a Hugging Face LlamaForCausalLM folder ({} tensors; {})", out.display(), e.step, e.tensors, e.files.join(", "));
+            println!(
+                "{}: step {} as a Hugging Face LlamaForCausalLM folder ({} tensors; {})",
+                out.display(),
+                e.step,
+                e.tensors,
+                e.files.join(", ")
+            );
         }
         Command::Logits { checkpoint, text, tokenizer, out } => {
             let (tokens, logits) = lm::export::logits(&checkpoint, &text, tokenizer.as_deref())?;
             let v = serde_json::json!({"checkpoint": checkpoint, "text": text, "tokens": tokens, "logits": logits});
             output::write_atomic(&out, serde_json::to_string(&v)?.as_bytes())?;
-            println!("{}: logits of {} tokens x {} classes", out.display(), tokens.len(), logits.first().map_or(0, Vec::len));
+            println!(
+                "{}: logits of {} tokens x {} classes",
+                out.display(),
+                tokens.len(),
+                logits.first().map_or(0, Vec::len)
+            );
         }
         Command::Info { config } => {
             let cfg = Config::load(&config)?;
-            println!("{}: {} parameters, {:.1} MFLOP per training token", cfg.name, cfg.n_params(), cfg.train_flops_per_token() / 1e6);
+            println!(
+                "{}: {} parameters, {:.1} MFLOP per training token",
+                cfg.name,
+                cfg.n_params(),
+                cfg.train_flops_per_token() / 1e6
+            );
         }
         Command::Schedule { config, final_count, final_start } => {
             let cfg = Config::load(&config)?;
@@ -182,7 +198,14 @@ fn main() -> Result<()> {
                 println!("{}", cfg.final_stage_len());
             } else {
                 let steps = cfg.eval_steps();
-                println!("{}: {} of {} checkpoints scored, {} in the final stage: {}", cfg.name, steps.len(), cfg.checkpoint_steps().len(), cfg.final_stage_len(), steps.iter().map(u64::to_string).collect::<Vec<_>>().join(","));
+                println!(
+                    "{}: {} of {} checkpoints scored, {} in the final stage: {}",
+                    cfg.name,
+                    steps.len(),
+                    cfg.checkpoint_steps().len(),
+                    cfg.final_stage_len(),
+                    steps.iter().map(u64::to_string).collect::<Vec<_>>().join(",")
+                );
             }
         }
     }

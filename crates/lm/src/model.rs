@@ -34,7 +34,12 @@ fn lin(x: &Tensor, l: &nn::Linear, kind: Kind) -> Tensor {
 }
 
 fn linear(vs: nn::Path, i: i64, o: i64, std: f64) -> nn::Linear {
-    nn::linear(vs, i, o, nn::LinearConfig { bias: false, ws_init: nn::Init::Randn { mean: 0.0, stdev: std }, ..Default::default() })
+    nn::linear(
+        vs,
+        i,
+        o,
+        nn::LinearConfig { bias: false, ws_init: nn::Init::Randn { mean: 0.0, stdev: std }, ..Default::default() },
+    )
 }
 
 #[derive(Debug)]
@@ -72,7 +77,8 @@ impl Block {
     fn forward(&self, x: &Tensor, rope: &(Tensor, Tensor), train: bool, kind: Kind) -> Tensor {
         let (b, t, d) = x.size3().unwrap();
         let hd = d / self.n_heads;
-        let qkv = lin(&self.attn_norm.forward(x), &self.qkv, kind).view([b, t, 3, self.n_heads, hd]).permute([2, 0, 3, 1, 4]);
+        let qkv =
+            lin(&self.attn_norm.forward(x), &self.qkv, kind).view([b, t, 3, self.n_heads, hd]).permute([2, 0, 3, 1, 4]);
         // to_kind is a no-op in fp32; it lets bf16 compute (or a model cast to bf16) stay in bf16
         let (cos, sin) = (rope.0.narrow(0, 0, t).to_kind(qkv.kind()), rope.1.narrow(0, 0, t).to_kind(qkv.kind()));
         let (q, k, v) = (qkv.get(0), qkv.get(1), qkv.get(2));
@@ -95,9 +101,19 @@ impl Block {
     fn forward_packed(&self, mut x: Tensor, cos: &Tensor, sin_signed: &Tensor, mask: &Tensor) -> Tensor {
         let (b, t, d) = x.size3().unwrap();
         let hd = d / self.n_heads;
-        let qkv = self.attn_norm.forward(&x).apply(&self.qkv).view([b, t, 3, self.n_heads, hd]).permute([2, 0, 3, 1, 4]);
+        let qkv =
+            self.attn_norm.forward(&x).apply(&self.qkv).view([b, t, 3, self.n_heads, hd]).permute([2, 0, 3, 1, 4]);
         let qk = rotate_signed(&qkv.narrow(0, 0, 2), cos, sin_signed);
-        let y = Tensor::scaled_dot_product_attention(&qk.get(0), &qk.get(1), &qkv.get(2), Some(mask), 0.0, false, None, false);
+        let y = Tensor::scaled_dot_product_attention(
+            &qk.get(0),
+            &qk.get(1),
+            &qkv.get(2),
+            Some(mask),
+            0.0,
+            false,
+            None,
+            false,
+        );
         x += y.transpose(1, 2).contiguous().view([b, t, d]).apply(&self.wo);
         let gu = self.mlp_norm.forward(&x).apply(&self.gate_up);
         let mut halves = gu.chunk(2, -1).into_iter();
@@ -162,7 +178,8 @@ pub struct Gpt {
 
 impl Gpt {
     pub fn new(vs: &nn::Path, c: &ModelConfig, vocab_size: i64) -> Gpt {
-        let emb = nn::EmbeddingConfig { ws_init: nn::Init::Randn { mean: 0.0, stdev: c.init_std }, ..Default::default() };
+        let emb =
+            nn::EmbeddingConfig { ws_init: nn::Init::Randn { mean: 0.0, stdev: c.init_std }, ..Default::default() };
         Gpt {
             wte: nn::embedding(vs / "wte", vocab_size, c.d_model, emb),
             blocks: (0..c.n_layers).map(|i| Block::new(vs / "blocks" / i, c)).collect(),
@@ -184,7 +201,11 @@ impl Gpt {
     }
 
     fn compute(&self, train: bool) -> Kind {
-        if train { self.train_compute } else { Kind::Float }
+        if train {
+            self.train_compute
+        } else {
+            Kind::Float
+        }
     }
 
     /// Final hidden states [B, T, d_model] (after the last norm) for tokens [B, T], T <= context.
@@ -212,7 +233,9 @@ impl Gpt {
         let sin = self.rope.1.index_select(0, &idx).view([b, 1, t, hd]).to_kind(kind);
         let sin_signed = Tensor::cat(&[-sin.narrow(-1, 0, hd / 2), sin.narrow(-1, hd / 2, hd / 2)], -1);
         // additive, converted once for all layers
-        let mask = Tensor::zeros(mask.size(), (kind, mask.device())).masked_fill(&mask.logical_not(), f64::NEG_INFINITY).unsqueeze(1);
+        let mask = Tensor::zeros(mask.size(), (kind, mask.device()))
+            .masked_fill(&mask.logical_not(), f64::NEG_INFINITY)
+            .unsqueeze(1);
         let mut x = self.wte.forward(tokens);
         for block in &self.blocks {
             x = block.forward_packed(x, &cos, &sin_signed, &mask);
@@ -248,7 +271,17 @@ mod tests {
     use super::*;
 
     fn tiny() -> ModelConfig {
-        ModelConfig { d_model: 32, n_layers: 2, n_heads: 4, d_ff: 64, context: 16, rope_theta: 10000.0, norm_eps: 1e-5, init_std: 0.02, dropout: 0.0 }
+        ModelConfig {
+            d_model: 32,
+            n_layers: 2,
+            n_heads: 4,
+            d_ff: 64,
+            context: 16,
+            rope_theta: 10000.0,
+            norm_eps: 1e-5,
+            init_std: 0.02,
+            dropout: 0.0,
+        }
     }
 
     #[test]
@@ -285,13 +318,18 @@ mod tests {
         let tokens = Tensor::randint(50, [2, 10], (Kind::Int64, Device::Cpu));
         let pos = Tensor::arange(10, (Kind::Int64, Device::Cpu)).unsqueeze(0).repeat([2, 1]);
         let causal = Tensor::ones([10, 10], (Kind::Bool, Device::Cpu)).tril(0).unsqueeze(0).repeat([2, 1, 1]);
-        let (plain, masked) = tch::no_grad(|| (model.hidden(&tokens, false), model.hidden_masked(&tokens, &pos, &causal)));
+        let (plain, masked) =
+            tch::no_grad(|| (model.hidden(&tokens, false), model.hidden_masked(&tokens, &pos, &causal)));
         assert!(f64::try_from((&plain - &masked).abs().max()).unwrap() < 1e-5);
         // row 0's first 6 tokens and row 1's first 4, packed side by side
         let packed = Tensor::cat(&[tokens.get(0).narrow(0, 0, 6), tokens.get(1).narrow(0, 0, 4)], 0).unsqueeze(0);
         let ppos = Tensor::from_slice(&[0i64, 1, 2, 3, 4, 5, 0, 1, 2, 3]).unsqueeze(0);
         let seg = Tensor::from_slice(&[0i64, 0, 0, 0, 0, 0, 1, 1, 1, 1]);
-        let mask = seg.unsqueeze(1).eq_tensor(&seg.unsqueeze(0)).logical_and(&Tensor::ones([10, 10], (Kind::Bool, Device::Cpu)).tril(0)).unsqueeze(0);
+        let mask = seg
+            .unsqueeze(1)
+            .eq_tensor(&seg.unsqueeze(0))
+            .logical_and(&Tensor::ones([10, 10], (Kind::Bool, Device::Cpu)).tril(0))
+            .unsqueeze(0);
         let h = tch::no_grad(|| model.hidden_masked(&packed, &ppos, &mask)).get(0);
         assert!(f64::try_from((h.narrow(0, 0, 6) - plain.get(0).narrow(0, 0, 6)).abs().max()).unwrap() < 1e-5);
         assert!(f64::try_from((h.narrow(0, 6, 4) - plain.get(1).narrow(0, 0, 4)).abs().max()).unwrap() < 1e-5);

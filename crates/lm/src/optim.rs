@@ -88,7 +88,12 @@ impl AdamW {
                 let key = format!("{prefix}.{n}");
                 let Some(src) = saved.get(&key) else { bail!("optimizer state lacks `{key}`") };
                 if src.size() != p.size() || src.kind() != Kind::Float {
-                    bail!("optimizer state `{key}` has shape {:?} and dtype {:?}, the model has {:?} (Float)", src.size(), src.kind(), p.size());
+                    bail!(
+                        "optimizer state `{key}` has shape {:?} and dtype {:?}, the model has {:?} (Float)",
+                        src.size(),
+                        src.kind(),
+                        p.size()
+                    );
                 }
             }
         }

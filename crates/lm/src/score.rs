@@ -56,7 +56,13 @@ fn layout(r: &Request, context: usize) -> Result<(Vec<i64>, Vec<i64>, usize)> {
 /// it is the argmax, and the argmax. A position listed more than once (the options of a packed
 /// group all predict their first token from the prefix's last position) goes through the output
 /// layer once.
-fn score_positions(model: &Gpt, h: &Tensor, positions: &[i64], targets: &[i64], device: Device) -> Result<(Vec<f64>, Vec<bool>, Vec<i64>)> {
+fn score_positions(
+    model: &Gpt,
+    h: &Tensor,
+    positions: &[i64],
+    targets: &[i64],
+    device: Device,
+) -> Result<(Vec<f64>, Vec<bool>, Vec<i64>)> {
     let (mut unique, mut row) = (Vec::new(), Vec::with_capacity(positions.len()));
     let mut seen = std::collections::HashMap::new();
     for &p in positions {
@@ -72,7 +78,11 @@ fn score_positions(model: &Gpt, h: &Tensor, positions: &[i64], targets: &[i64], 
     let t = Tensor::from_slice(targets).to(device);
     let lp = logp.view([-1]).index_select(0, &(&row * vocab + &t)).to_kind(Kind::Double);
     let am = logp.argmax(1, false).index_select(0, &row);
-    Ok((Vec::<f64>::try_from(lp.to(Device::Cpu))?, Vec::<bool>::try_from(am.eq_tensor(&t).to(Device::Cpu))?, Vec::<i64>::try_from(am.to(Device::Cpu))?))
+    Ok((
+        Vec::<f64>::try_from(lp.to(Device::Cpu))?,
+        Vec::<bool>::try_from(am.eq_tensor(&t).to(Device::Cpu))?,
+        Vec::<i64>::try_from(am.to(Device::Cpu))?,
+    ))
 }
 
 fn scored(lp: &[f64], hit: &[bool], am: &[i64]) -> Scored {
@@ -161,7 +171,8 @@ impl Row {
         self.segments.extend(other.segments.iter().map(|s| s + ids));
         self.bases.extend(other.bases.iter().map(|s| s + ids));
         self.ids += other.ids;
-        self.scored.extend(other.scored.into_iter().map(|(g, i, at, t)| (g, i, at.into_iter().map(|j| j + off).collect(), t)));
+        self.scored
+            .extend(other.scored.into_iter().map(|(g, i, at, t)| (g, i, at.into_iter().map(|j| j + off).collect(), t)));
     }
 }
 
@@ -196,15 +207,26 @@ fn plan<G: AsRef<[Request]>>(groups: &[G], context: usize, how: &Packing) -> Res
                 packable.push(i);
             }
         }
-        let full: Vec<Vec<i64>> = packable.iter().map(|&i| reqs[i].context.iter().chain(&reqs[i].continuation).map(|&t| t as i64).collect()).collect();
+        let full: Vec<Vec<i64>> = packable
+            .iter()
+            .map(|&i| reqs[i].context.iter().chain(&reqs[i].continuation).map(|&t| t as i64).collect())
+            .collect();
         let Some(first) = full.first() else { continue };
-        let p = packable.iter().zip(&full).map(|(&i, f)| reqs[i].context.len().min(common_prefix(first, f))).min().unwrap();
+        let p =
+            packable.iter().zip(&full).map(|(&i, f)| reqs[i].context.len().min(common_prefix(first, f))).min().unwrap();
         let mut piece: Option<Row> = None;
         for (&i, f) in packable.iter().zip(&full) {
             let seg = f.len() - 1 - p;
             if piece.as_ref().is_none_or(|r| r.tokens.len() + seg > max_width) {
                 pieces.extend(piece.take());
-                piece = Some(Row { tokens: f[..p].to_vec(), positions: (0..p as i64).collect(), segments: vec![0; p], bases: vec![0; p], ids: 1, scored: Vec::new() });
+                piece = Some(Row {
+                    tokens: f[..p].to_vec(),
+                    positions: (0..p as i64).collect(),
+                    segments: vec![0; p],
+                    bases: vec![0; p],
+                    ids: 1,
+                    scored: Vec::new(),
+                });
             }
             let r = piece.as_mut().unwrap();
             let (off, id) = (r.tokens.len(), r.ids);
@@ -306,7 +328,12 @@ pub fn pack_stats<G: AsRef<[Request]>>(groups: &[G], context: usize, batch_token
 }
 
 /// [`pack_stats`] under another [`Packing`].
-pub fn pack_stats_with<G: AsRef<[Request]>>(groups: &[G], context: usize, batch_tokens: usize, how: &Packing) -> Result<PackStats> {
+pub fn pack_stats_with<G: AsRef<[Request]>>(
+    groups: &[G],
+    context: usize,
+    batch_tokens: usize,
+    how: &Packing,
+) -> Result<PackStats> {
     let plan = plan(groups, context, how)?;
     let input = |r: &Request| (r.context.len() + r.continuation.len()).min(context + 1) - 1;
     let all: Vec<usize> = groups.iter().flat_map(|g| g.as_ref().iter().map(input)).collect();
@@ -316,7 +343,11 @@ pub fn pack_stats_with<G: AsRef<[Request]>>(groups: &[G], context: usize, batch_
     let (request_tokens, request_slots, _) = layout_cost(all.clone(), batch_tokens, 0.0);
     let scored = |r: &Request| r.continuation.len().min(context);
     let fallback_head: usize = plan.fallback.iter().map(|&(g, i)| scored(&groups[g].as_ref()[i])).sum();
-    let packed_head: usize = plan.rows.iter().map(|r| r.scored.iter().flat_map(|(_, _, at, _)| at).collect::<std::collections::HashSet<_>>().len()).sum();
+    let packed_head: usize = plan
+        .rows
+        .iter()
+        .map(|r| r.scored.iter().flat_map(|(_, _, at, _)| at).collect::<std::collections::HashSet<_>>().len())
+        .sum();
     Ok(PackStats {
         requests: all.len(),
         packed: all.len() - plan.fallback.len(),
@@ -339,13 +370,24 @@ pub fn pack_stats_with<G: AsRef<[Request]>>(groups: &[G], context: usize, batch_
 /// own earlier tokens only. Requests whose context must be left-truncated go through [`score`].
 /// Narrow pieces share rows; rows are sorted by width and batched to at most `batch_tokens`
 /// slots, right-padded ([`Packing`]).
-pub fn score_groups<G: AsRef<[Request]>>(model: &Gpt, groups: &[G], batch_tokens: usize, device: Device) -> Result<Vec<Vec<Scored>>> {
+pub fn score_groups<G: AsRef<[Request]>>(
+    model: &Gpt,
+    groups: &[G],
+    batch_tokens: usize,
+    device: Device,
+) -> Result<Vec<Vec<Scored>>> {
     score_groups_with(model, groups, batch_tokens, device, &Packing::default())
 }
 
 /// [`score_groups`] with another row layout (for benchmarks and tests; every layout gives the
 /// same scores up to float rounding).
-pub fn score_groups_with<G: AsRef<[Request]>>(model: &Gpt, groups: &[G], batch_tokens: usize, device: Device, how: &Packing) -> Result<Vec<Vec<Scored>>> {
+pub fn score_groups_with<G: AsRef<[Request]>>(
+    model: &Gpt,
+    groups: &[G],
+    batch_tokens: usize,
+    device: Device,
+    how: &Packing,
+) -> Result<Vec<Vec<Scored>>> {
     let context = model.config.context as usize;
     let plan = plan(groups, context, how)?;
     let mut out: Vec<Vec<Option<Scored>>> = groups.iter().map(|g| vec![None; g.as_ref().len()]).collect();
@@ -412,7 +454,17 @@ mod tests {
     fn tiny() -> (nn::VarStore, Gpt) {
         tch::manual_seed(3);
         let vs = nn::VarStore::new(Device::Cpu);
-        let c = ModelConfig { d_model: 32, n_layers: 2, n_heads: 4, d_ff: 64, context: 12, rope_theta: 10000.0, norm_eps: 1e-5, init_std: 0.3, dropout: 0.0 };
+        let c = ModelConfig {
+            d_model: 32,
+            n_layers: 2,
+            n_heads: 4,
+            d_ff: 64,
+            context: 12,
+            rope_theta: 10000.0,
+            norm_eps: 1e-5,
+            init_std: 0.3,
+            dropout: 0.0,
+        };
         let m = Gpt::new(&vs.root(), &c, 40);
         (vs, m)
     }
@@ -425,7 +477,8 @@ mod tests {
         let got = score(&m, std::slice::from_ref(&r), 64, Device::Cpu).unwrap().remove(0);
         let logits = tch::no_grad(|| m.forward(&Tensor::from_slice(&[5i64, 9, 2, 7]).view([1, 4]), false));
         let logp = logits.log_softmax(-1, Kind::Double);
-        let by_hand = f64::try_from(logp.get(0).get(2).get(7)).unwrap() + f64::try_from(logp.get(0).get(3).get(1)).unwrap();
+        let by_hand =
+            f64::try_from(logp.get(0).get(2).get(7)).unwrap() + f64::try_from(logp.get(0).get(3).get(1)).unwrap();
         assert!((got.loglik - by_hand).abs() < 1e-5, "{} vs {by_hand}", got.loglik);
         let am2 = i64::try_from(logits.get(0).get(2).argmax(0, false)).unwrap() as u32;
         assert_eq!(got.argmax[0], am2);
@@ -436,7 +489,10 @@ mod tests {
     fn batched_and_unbatched_scoring_agree() {
         let (_vs, m) = tiny();
         let reqs: Vec<Request> = (0..17u32)
-            .map(|i| Request { context: (0..(i % 9 + 1)).map(|j| (i * 7 + j * 3) % 40).collect(), continuation: (0..(i % 3 + 1)).map(|j| (i + j * 11) % 40).collect() })
+            .map(|i| Request {
+                context: (0..(i % 9 + 1)).map(|j| (i * 7 + j * 3) % 40).collect(),
+                continuation: (0..(i % 3 + 1)).map(|j| (i + j * 11) % 40).collect(),
+            })
             .collect();
         let batched = score(&m, &reqs, 200, Device::Cpu).unwrap();
         for (r, b) in reqs.iter().zip(&batched) {
@@ -454,10 +510,19 @@ mod tests {
         let a = score(&m, &[long, cut], 64, Device::Cpu).unwrap();
         assert!((a[0].loglik - a[1].loglik).abs() < 1e-6);
         // a continuation longer than the context: its last `context` tokens are scored
-        let over = score(&m, &[Request { context: vec![1], continuation: (0..14).collect() }], 64, Device::Cpu).unwrap();
-        let tail = score(&m, &[Request { context: vec![1], continuation: (1..14).collect() }], 64, Device::Cpu).unwrap();
+        let over =
+            score(&m, &[Request { context: vec![1], continuation: (0..14).collect() }], 64, Device::Cpu).unwrap();
+        let tail =
+            score(&m, &[Request { context: vec![1], continuation: (1..14).collect() }], 64, Device::Cpu).unwrap();
         assert_eq!(over[0].argmax.len(), 12);
-        assert!((over[0].loglik - score(&m, &[Request { context: vec![0, 1], continuation: (2..14).collect() }], 64, Device::Cpu).unwrap()[0].loglik).abs() < 1e-6);
+        assert!(
+            (over[0].loglik
+                - score(&m, &[Request { context: vec![0, 1], continuation: (2..14).collect() }], 64, Device::Cpu)
+                    .unwrap()[0]
+                    .loglik)
+                .abs()
+                < 1e-6
+        );
         assert!(tail[0].loglik.is_finite());
         assert!(score(&m, &[Request { context: vec![1], continuation: vec![] }], 64, Device::Cpu).is_err());
     }
@@ -476,7 +541,17 @@ mod tests {
     fn model(seed: i64, context: i64) -> (nn::VarStore, Gpt) {
         tch::manual_seed(seed);
         let vs = nn::VarStore::new(Device::Cpu);
-        let c = ModelConfig { d_model: 32, n_layers: 2, n_heads: 4, d_ff: 64, context, rope_theta: 10000.0, norm_eps: 1e-5, init_std: 0.3, dropout: 0.0 };
+        let c = ModelConfig {
+            d_model: 32,
+            n_layers: 2,
+            n_heads: 4,
+            d_ff: 64,
+            context,
+            rope_theta: 10000.0,
+            norm_eps: 1e-5,
+            init_std: 0.3,
+            dropout: 0.0,
+        };
         let m = Gpt::new(&vs.root(), &c, 40);
         (vs, m)
     }
@@ -487,10 +562,12 @@ mod tests {
     /// context), and contexts too long for the window (the per-request fallback).
     fn group(rng: &mut Rng, context: usize) -> Vec<Request> {
         let n = 1 + rng.below(5);
-        let conts: Vec<Vec<u32>> = (0..n).map(|_| {
-            let len = 1 + rng.below(5);
-            rng.tokens(len)
-        }).collect();
+        let conts: Vec<Vec<u32>> = (0..n)
+            .map(|_| {
+                let len = 1 + rng.below(5);
+                rng.tokens(len)
+            })
+            .collect();
         match rng.below(5) {
             0 | 1 => {
                 let len = 1 + rng.below(context - 4);
@@ -500,18 +577,24 @@ mod tests {
             2 => {
                 let len = rng.below(context - 4);
                 let base = rng.tokens(len);
-                conts.into_iter().map(|c| {
-                    let mut ctx = base.clone();
-                    let tail = rng.below(4) + usize::from(base.is_empty());
-                    ctx.extend(rng.tokens(tail));
-                    Request { context: ctx, continuation: c }
-                }).collect()
+                conts
+                    .into_iter()
+                    .map(|c| {
+                        let mut ctx = base.clone();
+                        let tail = rng.below(4) + usize::from(base.is_empty());
+                        ctx.extend(rng.tokens(tail));
+                        Request { context: ctx, continuation: c }
+                    })
+                    .collect()
             }
             3 => {
                 let len = 1 + rng.below(context - 5);
                 let ctx = rng.tokens(len);
                 let head = rng.tokens(2);
-                conts.into_iter().map(|c| Request { context: ctx.clone(), continuation: [head.clone(), c].concat() }).collect()
+                conts
+                    .into_iter()
+                    .map(|c| Request { context: ctx.clone(), continuation: [head.clone(), c].concat() })
+                    .collect()
             }
             _ => {
                 let len = context - 3 + rng.below(8);
@@ -567,19 +650,30 @@ mod tests {
     fn prefix_stops_at_the_shortest_context_and_wide_groups_split_into_rows() {
         let (_vs, m) = model(5, 12);
         // one context, two options that begin alike: one row, prefix = the context (6 tokens)
-        let alike = vec![Request { context: vec![1, 2, 3, 4, 5, 6], continuation: vec![7, 8, 9] }, Request { context: vec![1, 2, 3, 4, 5, 6], continuation: vec![7, 8, 10] }];
+        let alike = vec![
+            Request { context: vec![1, 2, 3, 4, 5, 6], continuation: vec![7, 8, 9] },
+            Request { context: vec![1, 2, 3, 4, 5, 6], continuation: vec![7, 8, 10] },
+        ];
         let s = pack_stats(&[alike.clone()], 12, 64).unwrap();
         assert_eq!((s.rows, s.tokens, s.request_tokens, s.packed), (1, 6 + 2 + 2, 16, 2));
         // both options predict their first token from the context's last position: once
         assert_eq!((s.head_rows, s.request_head_rows), (5, 6));
         // contexts that differ after 2 tokens (the option inside the context): prefix of 2
-        let wino = vec![Request { context: vec![1, 2, 3, 4], continuation: vec![9, 9] }, Request { context: vec![1, 2, 5], continuation: vec![9, 9] }];
+        let wino = vec![
+            Request { context: vec![1, 2, 3, 4], continuation: vec![9, 9] },
+            Request { context: vec![1, 2, 5], continuation: vec![9, 9] },
+        ];
         assert_eq!(pack_stats(&[wino.clone()], 12, 64).unwrap().tokens, 2 + 3 + 2);
         // nothing in common: the options run side by side in one row, blind to each other
-        let apart = vec![Request { context: vec![1, 2], continuation: vec![3] }, Request { context: vec![4, 2], continuation: vec![3] }];
+        let apart = vec![
+            Request { context: vec![1, 2], continuation: vec![3] },
+            Request { context: vec![4, 2], continuation: vec![3] },
+        ];
         assert_eq!(pack_stats(&[apart.clone()], 12, 64).unwrap().tokens, 4);
         // 5 options of 9 input tokens each behind a 2-token prefix: rows of at most 24 tokens
-        let wide: Vec<Request> = (0..5).map(|i| Request { context: vec![1, 2], continuation: (0..10).map(|j| (i * 10 + j) % 40).collect() }).collect();
+        let wide: Vec<Request> = (0..5)
+            .map(|i| Request { context: vec![1, 2], continuation: (0..10).map(|j| (i * 10 + j) % 40).collect() })
+            .collect();
         let s = pack_stats(&[wide.clone()], 12, 64).unwrap();
         assert_eq!((s.rows, s.tokens), (3, 2 * 3 + 5 * 9));
         let groups = vec![alike, wino, apart, wide];
@@ -630,13 +724,21 @@ mod tests {
         let (_vs, m) = model(3, 12);
         let long: Vec<u32> = (0..20).map(|i| (i * 7) % 40).collect();
         let groups = vec![
-            vec![Request { context: long.clone(), continuation: vec![3, 4] }, Request { context: long[..9].to_vec(), continuation: vec![3, 4] }, Request { context: long[..9].to_vec(), continuation: vec![5] }],
+            vec![
+                Request { context: long.clone(), continuation: vec![3, 4] },
+                Request { context: long[..9].to_vec(), continuation: vec![3, 4] },
+                Request { context: long[..9].to_vec(), continuation: vec![5] },
+            ],
             vec![Request { context: long.clone(), continuation: vec![1] }],
         ];
         let s = pack_stats(&groups, 12, 64).unwrap();
         assert_eq!((s.requests, s.packed, s.rows), (4, 2, 1));
         let flat: Vec<Request> = groups.iter().flatten().cloned().collect();
-        assert_same(&score_groups(&m, &groups, 64, Device::Cpu).unwrap(), &groups, &score(&m, &flat, 64, Device::Cpu).unwrap());
+        assert_same(
+            &score_groups(&m, &groups, 64, Device::Cpu).unwrap(),
+            &groups,
+            &score(&m, &flat, 64, Device::Cpu).unwrap(),
+        );
         assert!(score_groups(&m, &[vec![Request { context: vec![1], continuation: vec![] }]], 64, Device::Cpu).is_err());
         assert!(score_groups(&m, &Vec::<Vec<Request>>::new(), 64, Device::Cpu).unwrap().is_empty());
     }

@@ -37,7 +37,9 @@ impl Tok {
     /// end-of-text token; ours have no special tokens, so it is the newline token `Ċ` (text in
     /// the corpus starts after a line break), which `lm export` declares as eos/bos.
     pub fn prefix_token(&self) -> Result<u32> {
-        self.inner.token_to_id("Ċ").with_context(|| format!("{}: no newline token `Ċ` to score empty contexts after", self.path.display()))
+        self.inner
+            .token_to_id("Ċ")
+            .with_context(|| format!("{}: no newline token `Ċ` to score empty contexts after", self.path.display()))
     }
 
     /// A (context, continuation) pair tokenized as lm-evaluation-harness's `_encode_pair`:
@@ -86,7 +88,10 @@ impl Tok {
         let docs: Vec<String> = text.split_inclusive("\n\n").map(str::to_owned).collect();
         let mut ids = Vec::with_capacity(text.len() / 3);
         for chunk in docs.chunks(4096) {
-            let enc = self.inner.encode_batch(chunk.to_vec(), false).map_err(|e| anyhow::anyhow!("{}: {e}", path.display()))?;
+            let enc = self
+                .inner
+                .encode_batch(chunk.to_vec(), false)
+                .map_err(|e| anyhow::anyhow!("{}: {e}", path.display()))?;
             for e in enc {
                 ids.extend(e.get_ids().iter().map(|&i| i as u16));
             }

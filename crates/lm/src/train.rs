@@ -17,8 +17,8 @@ use crate::checkpoint::{self, Sidecar};
 use crate::config::Config;
 use crate::model::Gpt;
 use crate::optim::AdamW;
-use output::provenance::git_commit;
 use crate::tokenize::{self, Tok};
+use output::provenance::git_commit;
 
 /// Token streams of the training and validation splits.
 pub struct TokenData {
@@ -125,7 +125,12 @@ pub fn tokenizer_for(cfg: &Config) -> Result<Tok> {
         tokenize::train(&cfg.data.corpus.join("train.txt"), cfg.data.vocab_size as usize, &cfg.data.tokenizer)?
     };
     if tok.vocab_size() != cfg.data.vocab_size {
-        bail!("{}: vocab size {} differs from the config's {}", tok.path.display(), tok.vocab_size(), cfg.data.vocab_size);
+        bail!(
+            "{}: vocab size {} differs from the config's {}",
+            tok.path.display(),
+            tok.vocab_size(),
+            cfg.data.vocab_size
+        );
     }
     Ok(tok)
 }
@@ -171,9 +176,11 @@ fn resume_point(ckpt_dir: &Path, vs: &mut VarStore, opt: &mut AdamW, tok: &Tok) 
         if meta.optimizer_file.is_none() {
             continue; // pruned: only the newest two checkpoints keep optimizer state
         }
-        let verified = checkpoint::verify(&path, vs, &tok.sha256).and_then(|(m, w)| Ok((m.clone(), w, checkpoint::verify_optimizer(&path, &m)?)));
+        let verified = checkpoint::verify(&path, vs, &tok.sha256)
+            .and_then(|(m, w)| Ok((m.clone(), w, checkpoint::verify_optimizer(&path, &m)?)));
         match verified.and_then(|(m, w, state)| {
-            opt.load_state(state).with_context(|| format!("{}: optimizer state does not fit the model", path.display()))?;
+            opt.load_state(state)
+                .with_context(|| format!("{}: optimizer state does not fit the model", path.display()))?;
             w.apply();
             Ok(m)
         }) {
@@ -202,7 +209,8 @@ fn resume_point(ckpt_dir: &Path, vs: &mut VarStore, opt: &mut AdamW, tok: &Tok) 
 fn move_aside(run_dir: &Path) -> Result<PathBuf> {
     let name = run_dir.file_name().and_then(|n| n.to_str()).context("run folder has no name")?;
     let aside = (1..).map(|n| run_dir.with_file_name(format!("{name}.old-{n}"))).find(|p| !p.exists()).unwrap();
-    std::fs::rename(run_dir, &aside).with_context(|| format!("{}: cannot move aside to {}", run_dir.display(), aside.display()))?;
+    std::fs::rename(run_dir, &aside)
+        .with_context(|| format!("{}: cannot move aside to {}", run_dir.display(), aside.display()))?;
     Ok(aside)
 }
 
@@ -228,7 +236,9 @@ pub fn train(cfg: &Config, run_dir: &Path, opts: &TrainOptions) -> Result<TrainS
     let tok = tokenizer_for(cfg)?;
     let data = TokenData::load(cfg, &tok)?;
     let mut lock = output::FolderLock::acquire(run_dir, "lm train")?;
-    if opts.restart && std::fs::read_dir(run_dir).map(|d| d.flatten().any(|e| e.file_name() != ".lock")).unwrap_or(false) {
+    if opts.restart
+        && std::fs::read_dir(run_dir).map(|d| d.flatten().any(|e| e.file_name() != ".lock")).unwrap_or(false)
+    {
         let aside = move_aside(run_dir)?;
         let _ = std::fs::remove_file(aside.join(".lock"));
         eprintln!("moved the previous run aside to {}", aside.display());
@@ -259,7 +269,9 @@ pub fn train(cfg: &Config, run_dir: &Path, opts: &TrainOptions) -> Result<TrainS
     // the whole validation split is scored at the checkpoints `lm eval` scores (a schedule
     // exists from config version 2); elsewhere the `val_windows` sample stands in
     let scheduled = cfg.eval.as_ref().map(|_| cfg.eval_steps());
-    let full_val = |step: u64, model: &Gpt| scheduled.as_ref().filter(|s| s.contains(&step)).map(|_| data.val_loss_full(cfg, model, device));
+    let full_val = |step: u64, model: &Gpt| {
+        scheduled.as_ref().filter(|s| s.contains(&step)).map(|_| data.val_loss_full(cfg, model, device))
+    };
     let meta = |step: u64, train_loss: Option<f64>, val_loss: f64, val_loss_full: Option<f64>, lr: f64| Sidecar {
         step,
         tokens_seen: step * tokens_per_step,
@@ -286,7 +298,11 @@ pub fn train(cfg: &Config, run_dir: &Path, opts: &TrainOptions) -> Result<TrainS
     }
     let end = opts.stop_after.map_or(t.steps, |s| s.min(t.steps));
     let bar = if opts.quiet { ProgressBar::hidden() } else { ProgressBar::new(t.steps) };
-    bar.set_style(ProgressStyle::with_template("{prefix} [{bar:30}] {pos}/{len} steps {msg} ETA {eta}").unwrap().progress_chars("=> "));
+    bar.set_style(
+        ProgressStyle::with_template("{prefix} [{bar:30}] {pos}/{len} steps {msg} ETA {eta}")
+            .unwrap()
+            .progress_chars("=> "),
+    );
     bar.set_prefix(cfg.name.clone());
     bar.set_position(start);
     let began = Instant::now();
@@ -313,12 +329,20 @@ pub fn train(cfg: &Config, run_dir: &Path, opts: &TrainOptions) -> Result<TrainS
         writeln!(log, "{done},{},{lr},{loss},{grad_norm},{},{}", done * tokens_per_step, show(val), show(full))?;
         if let Some(v) = val {
             log.flush()?;
-            checkpoint::save(&ckpt_dir, &vs, Some(opt.named_state()), meta(done, Some(loss_sum / loss_n as f64), v, full, lr))?;
+            checkpoint::save(
+                &ckpt_dir,
+                &vs,
+                Some(opt.named_state()),
+                meta(done, Some(loss_sum / loss_n as f64), v, full, lr),
+            )?;
             prune_optimizer_state(&ckpt_dir, 2)?;
             (loss_sum, loss_n, last_val) = (0.0, 0, v);
         }
         let secs = began.elapsed().as_secs_f64();
-        bar.set_message(format!("loss {loss:.3} val {last_val:.3} {:.0} tok/s", (done - start) as f64 * tokens_per_step as f64 / secs));
+        bar.set_message(format!(
+            "loss {loss:.3} val {last_val:.3} {:.0} tok/s",
+            (done - start) as f64 * tokens_per_step as f64 / secs
+        ));
         bar.inc(1);
     }
     bar.finish();
@@ -340,7 +364,11 @@ pub fn train(cfg: &Config, run_dir: &Path, opts: &TrainOptions) -> Result<TrainS
 /// Deletes optimizer state of all but the newest `keep` checkpoints (weights are never deleted)
 /// and clears their sidecars' `optimizer_file`.
 fn prune_optimizer_state(dir: &Path, keep: usize) -> Result<()> {
-    let mut with_state: Vec<(PathBuf, Sidecar)> = checkpoint::list_all(dir)?.into_iter().filter_map(|(p, m)| m.ok().map(|m| (p, m))).filter(|(_, m)| m.optimizer_file.is_some()).collect();
+    let mut with_state: Vec<(PathBuf, Sidecar)> = checkpoint::list_all(dir)?
+        .into_iter()
+        .filter_map(|(p, m)| m.ok().map(|m| (p, m)))
+        .filter(|(_, m)| m.optimizer_file.is_some())
+        .collect();
     with_state.sort_by_key(|(_, m)| m.step);
     for (path, mut meta) in with_state.into_iter().rev().skip(keep) {
         let f = dir.join(meta.optimizer_file.take().unwrap());

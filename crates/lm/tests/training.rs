@@ -64,7 +64,10 @@ fn resume_after_a_kill_equals_the_straight_run() {
     let b = checkpoint::read_sidecar(&resumed.join("checkpoints/step_000060.json")).unwrap();
     assert!((a.val_loss - b.val_loss).abs() < 1e-5, "{} vs {}", a.val_loss, b.val_loss);
     assert!((a.train_loss.unwrap() - b.train_loss.unwrap()).abs() < 1e-5);
-    let d = max_abs_diff(&weights(&straight.join("checkpoints/step_000060.safetensors")), &weights(&resumed.join("checkpoints/step_000060.safetensors")));
+    let d = max_abs_diff(
+        &weights(&straight.join("checkpoints/step_000060.safetensors")),
+        &weights(&resumed.join("checkpoints/step_000060.safetensors")),
+    );
     assert!(d < 1e-5, "weights differ by {d}");
     // the log holds each step exactly once
     let log = std::fs::read_to_string(resumed.join("train_log.csv")).unwrap();
@@ -90,7 +93,10 @@ fn bf16_training_resumes_bit_exactly() {
     assert_eq!(max_abs_diff(&weights(&straight.join(last)), &weights(&resumed.join(last))), 0.0);
     let full = dir.path().join("fp32");
     train::train(&fp32, &full, &quiet()).unwrap();
-    assert!(max_abs_diff(&weights(&straight.join(last)), &weights(&full.join(last))) > 0.0, "bf16 training gave the fp32 weights");
+    assert!(
+        max_abs_diff(&weights(&straight.join(last)), &weights(&full.join(last))) > 0.0,
+        "bf16 training gave the fp32 weights"
+    );
 }
 
 #[test]
@@ -102,7 +108,10 @@ fn checkpoint_round_trip_is_bit_exact_and_provenance_is_recorded() {
     let sidecar = run.join("checkpoints/step_000010.json");
     let tok = Tok::load(&cfg.data.tokenizer).unwrap();
     let mut vs = VarStore::new(Device::Cpu);
-    let _model = { let _rng = train::rng_lock(); Gpt::new(&vs.root(), &cfg.model, cfg.data.vocab_size) };
+    let _model = {
+        let _rng = train::rng_lock();
+        Gpt::new(&vs.root(), &cfg.model, cfg.data.vocab_size)
+    };
     let meta = checkpoint::load(&sidecar, &mut vs, &tok.sha256).unwrap();
     assert_eq!((meta.step, meta.seed, meta.tokens_seen), (10, cfg.init_seed(), 10 * 16 * 32));
     assert_eq!(meta.config_hash, cfg.hash());
@@ -122,7 +131,10 @@ fn checkpoint_round_trip_is_bit_exact_and_provenance_is_recorded() {
 
 fn load_err(sidecar: &Path, cfg: &Config, tok_sha: &str) -> String {
     let mut vs = VarStore::new(Device::Cpu);
-    let _model = { let _rng = train::rng_lock(); Gpt::new(&vs.root(), &cfg.model, cfg.data.vocab_size) };
+    let _model = {
+        let _rng = train::rng_lock();
+        Gpt::new(&vs.root(), &cfg.model, cfg.data.vocab_size)
+    };
     format!("{:#}", checkpoint::load(sidecar, &mut vs, tok_sha).unwrap_err())
 }
 
@@ -195,16 +207,28 @@ fn a_run_without_a_resumable_checkpoint_is_refused_not_overwritten() {
     for f in ["step_000010.optim.safetensors", "step_000020.optim.safetensors"] {
         std::fs::remove_file(ck.join(f)).unwrap();
     }
-    let before: Vec<(PathBuf, Vec<u8>)> = std::fs::read_dir(&ck).unwrap().map(|e| e.unwrap().path()).map(|p| (p.clone(), std::fs::read(&p).unwrap())).collect();
+    let before: Vec<(PathBuf, Vec<u8>)> = std::fs::read_dir(&ck)
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .map(|p| (p.clone(), std::fs::read(&p).unwrap()))
+        .collect();
     let log = std::fs::read(run.join("train_log.csv")).unwrap();
     let e = format!("{:#}", train::train(&cfg, &run, &quiet()).unwrap_err());
-    assert!(e.contains("but none to resume from") && e.contains("--restart") && e.contains("optimizer state missing"), "{e}");
+    assert!(
+        e.contains("but none to resume from") && e.contains("--restart") && e.contains("optimizer state missing"),
+        "{e}"
+    );
     for (p, bytes) in &before {
         assert_eq!(&std::fs::read(p).unwrap(), bytes, "{} changed", p.display());
     }
     assert_eq!(std::fs::read(run.join("train_log.csv")).unwrap(), log);
     // a corrupt optimizer state (hash recorded in the sidecar) is not resumable either
-    let s = train::train(&cfg, &run, &TrainOptions { restart: true, stop_after: Some(10), quiet: true, ..Default::default() }).unwrap();
+    let s = train::train(
+        &cfg,
+        &run,
+        &TrainOptions { restart: true, stop_after: Some(10), quiet: true, ..Default::default() },
+    )
+    .unwrap();
     assert_eq!(s.resumed_from, None);
     let aside = dir.path().join("run.old-1");
     for (p, bytes) in &before {

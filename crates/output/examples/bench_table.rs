@@ -28,7 +28,8 @@ fn main() -> Result<()> {
     let (mut rows, mut commits) = (Vec::new(), Vec::new());
     for bench in &args {
         let path = summary_path(&dir, bench);
-        let (r, commit) = read_summary(&path).with_context(|| format!("the summary of bench `{bench}` (run it first)"))?;
+        let (r, commit) =
+            read_summary(&path).with_context(|| format!("the summary of bench `{bench}` (run it first)"))?;
         rows.extend(r);
         commits.push((bench.clone(), commit));
     }
@@ -43,7 +44,9 @@ fn main() -> Result<()> {
          are measured in the same run. \"ours vs anchor\": how many times as fast as the anchor; \
          \"ours / bound\": for a rate the share of the bound reached (MFU against a matmul peak), \
          for a time how many times the bound's time (memory copy of the same bytes).\n\n{table}",
-        commits[0].1, host["cpu"].as_str().unwrap_or("unknown"), host["threads"]
+        commits[0].1,
+        host["cpu"].as_str().unwrap_or("unknown"),
+        host["threads"]
     );
     println!("{block}");
     output::write_atomic(&dir.join("summary.csv"), csv(&rows).as_bytes())?;

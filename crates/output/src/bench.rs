@@ -107,8 +107,10 @@ pub fn write_summary(dir: &Path, bench: &str, rows: &[Row], details: serde_json:
 /// The rows of a summary file, and its git commit.
 pub fn read_summary(path: &Path) -> Result<(Vec<Row>, String)> {
     let text = std::fs::read_to_string(path).with_context(|| format!("{}: cannot read", path.display()))?;
-    let doc: serde_json::Value = serde_json::from_str(&text).with_context(|| format!("{}: not JSON", path.display()))?;
-    let rows = serde_json::from_value(doc["rows"].clone()).with_context(|| format!("{}: `rows` is not a list of bench rows", path.display()))?;
+    let doc: serde_json::Value =
+        serde_json::from_str(&text).with_context(|| format!("{}: not JSON", path.display()))?;
+    let rows = serde_json::from_value(doc["rows"].clone())
+        .with_context(|| format!("{}: `rows` is not a list of bench rows", path.display()))?;
     Ok((rows, doc["git_commit"].as_str().unwrap_or("unknown").to_string()))
 }
 
@@ -154,7 +156,14 @@ pub fn markdown(rows: &[Row]) -> String {
         };
         s.push_str(&format!(
             "| {} | {} | {} | {} ({}, {}) x{} | {anchor} | {speedup} | {bound} | {of_bound} | {} |\n",
-            r.bench, r.measure, r.unit, num(r.ours.median), num(r.ours.min), num(r.ours.max), r.ours.reps, goal_text(r)
+            r.bench,
+            r.measure,
+            r.unit,
+            num(r.ours.median),
+            num(r.ours.min),
+            num(r.ours.max),
+            r.ours.reps,
+            goal_text(r)
         ));
     }
     s
@@ -163,7 +172,8 @@ pub fn markdown(rows: &[Row]) -> String {
 /// The rows as CSV (one line each, ratios computed, empty where not defined).
 pub fn csv(rows: &[Row]) -> String {
     let opt = |x: Option<f64>| x.map_or(String::new(), |v| v.to_string());
-    let quote = |t: &str| if t.contains([',', '"']) { format!("\"{}\"", t.replace('"', "\"\"")) } else { t.to_string() };
+    let quote =
+        |t: &str| if t.contains([',', '"']) { format!("\"{}\"", t.replace('"', "\"\"")) } else { t.to_string() };
     let mut s = String::from("bench,measure,unit,higher_is_better,median,min,max,reps,anchor,anchor_median,speedup,bound,bound_median,of_bound,goal,goal_met\n");
     for r in rows {
         let goal = match r.goal {
@@ -173,10 +183,22 @@ pub fn csv(rows: &[Row]) -> String {
         };
         s.push_str(&format!(
             "{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{}\n",
-            quote(&r.bench), quote(&r.measure), quote(&r.unit), r.higher_is_better, r.ours.median, r.ours.min, r.ours.max, r.ours.reps,
-            quote(r.anchor.as_ref().map_or("", |a| &a.name)), opt(r.anchor.as_ref().map(|a| a.median)), opt(r.speedup()),
-            quote(r.bound.as_ref().map_or("", |b| &b.name)), opt(r.bound.as_ref().map(|b| b.median)), opt(r.of_bound()),
-            goal, r.goal_met().map_or(String::new(), |m| m.to_string())
+            quote(&r.bench),
+            quote(&r.measure),
+            quote(&r.unit),
+            r.higher_is_better,
+            r.ours.median,
+            r.ours.min,
+            r.ours.max,
+            r.ours.reps,
+            quote(r.anchor.as_ref().map_or("", |a| &a.name)),
+            opt(r.anchor.as_ref().map(|a| a.median)),
+            opt(r.speedup()),
+            quote(r.bound.as_ref().map_or("", |b| &b.name)),
+            opt(r.bound.as_ref().map(|b| b.median)),
+            opt(r.of_bound()),
+            goal,
+            r.goal_met().map_or(String::new(), |m| m.to_string())
         ));
     }
     s
@@ -233,7 +255,10 @@ mod tests {
     #[test]
     fn summaries_round_trip_through_their_file() {
         let dir = tempfile::tempdir().unwrap();
-        let rows = vec![row(true, &[1.0, 2.0, 3.0], Some(1.5), None, Some(Goal::Speedup(1.0))), row(false, &[0.5], None, Some(0.25), None)];
+        let rows = vec![
+            row(true, &[1.0, 2.0, 3.0], Some(1.5), None, Some(Goal::Speedup(1.0))),
+            row(false, &[0.5], None, Some(0.25), None),
+        ];
         let path = write_summary(dir.path(), "b", &rows, serde_json::json!({"k": 1})).unwrap();
         assert_eq!(read_summary(&path).unwrap().0, rows);
         assert!(write_summary(dir.path(), "other", &rows, serde_json::Value::Null).is_err());
@@ -245,8 +270,14 @@ mod tests {
     #[test]
     fn the_block_between_markers_is_replaced_and_only_it() {
         let t = "# T\nintro\n<!-- b -->\nold\n<!-- e -->\nafter\n";
-        assert_eq!(replace_block(t, "<!-- b -->", "<!-- e -->", "new\n").unwrap(), "# T\nintro\n<!-- b -->\nnew\n<!-- e -->\nafter\n");
-        assert_eq!(replace_block("# T\n", "<!-- b -->", "<!-- e -->", "x\n").unwrap(), "# T\n\n<!-- b -->\nx\n<!-- e -->\n");
+        assert_eq!(
+            replace_block(t, "<!-- b -->", "<!-- e -->", "new\n").unwrap(),
+            "# T\nintro\n<!-- b -->\nnew\n<!-- e -->\nafter\n"
+        );
+        assert_eq!(
+            replace_block("# T\n", "<!-- b -->", "<!-- e -->", "x\n").unwrap(),
+            "# T\n\n<!-- b -->\nx\n<!-- e -->\n"
+        );
         assert!(replace_block("<!-- e -->\n<!-- b -->\n", "<!-- b -->", "<!-- e -->", "x\n").is_err());
         assert!(replace_block("<!-- b -->\n", "<!-- b -->", "<!-- e -->", "x\n").is_err());
     }
@@ -254,7 +285,10 @@ mod tests {
     #[test]
     fn the_table_and_csv_of_two_rows() {
         let rows = vec![
-            Row { measure: "lm bf16, with a comma".into(), ..row(true, &[3987.0, 3795.0, 4101.0], Some(2782.0), Some(9083.0), Some(Goal::Speedup(1.5))) },
+            Row {
+                measure: "lm bf16, with a comma".into(),
+                ..row(true, &[3987.0, 3795.0, 4101.0], Some(2782.0), Some(9083.0), Some(Goal::Speedup(1.5)))
+            },
             row(false, &[0.082, 0.08, 0.09], Some(1.55), Some(0.096), Some(Goal::WithinBound(2.0))),
         ];
         insta::assert_snapshot!(format!("{}\n{}", markdown(&rows), csv(&rows)));

@@ -34,7 +34,13 @@ impl FolderLock {
         fs::create_dir_all(dir).with_context(|| format!("{}: cannot create folder", dir.display()))?;
         let path = dir.join(LOCK_FILE);
         loop {
-            let mut file = OpenOptions::new().read(true).write(true).create(true).truncate(false).open(&path).with_context(|| format!("{}: cannot open lock file", path.display()))?;
+            let mut file = OpenOptions::new()
+                .read(true)
+                .write(true)
+                .create(true)
+                .truncate(false)
+                .open(&path)
+                .with_context(|| format!("{}: cannot open lock file", path.display()))?;
             match file.try_lock() {
                 Ok(()) => {}
                 Err(TryLockError::WouldBlock) => {
@@ -47,10 +53,13 @@ impl FolderLock {
                         if holder.is_empty() { "holder unknown" } else { holder }
                     );
                 }
-                Err(TryLockError::Error(e)) => return Err(e).with_context(|| format!("{}: cannot lock", path.display())),
+                Err(TryLockError::Error(e)) => {
+                    return Err(e).with_context(|| format!("{}: cannot lock", path.display()))
+                }
             }
             // the holder we waited on may have removed the file after we opened it: retry then
-            let same = fs::metadata(&path).ok().is_some_and(|m| m.ino() == file.metadata().map(|f| f.ino()).unwrap_or(0));
+            let same =
+                fs::metadata(&path).ok().is_some_and(|m| m.ino() == file.metadata().map(|f| f.ino()).unwrap_or(0));
             if !same {
                 continue;
             }
@@ -62,7 +71,10 @@ impl FolderLock {
                 }
             }
             let since = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_secs());
-            file.set_len(0).and_then(|_| file.rewind()).and_then(|_| writeln!(file, "pid {} `{command}` since unix time {since}", std::process::id())).with_context(|| format!("{}: cannot write lock file", path.display()))?;
+            file.set_len(0)
+                .and_then(|_| file.rewind())
+                .and_then(|_| writeln!(file, "pid {} `{command}` since unix time {since}", std::process::id()))
+                .with_context(|| format!("{}: cannot write lock file", path.display()))?;
             let lock = FolderLock { dir: dir.to_path_buf(), path, file };
             lock.recover()?;
             return Ok(lock);
@@ -87,7 +99,8 @@ impl FolderLock {
                         if is_dir {
                             crate::set::settle(&p)?;
                         } else {
-                            fs::remove_file(&p).with_context(|| format!("{}: cannot remove a dead writer's temp file", p.display()))?;
+                            fs::remove_file(&p)
+                                .with_context(|| format!("{}: cannot remove a dead writer's temp file", p.display()))?;
                         }
                         *n += 1;
                     }
@@ -124,7 +137,12 @@ mod tests {
         let d = tempfile::tempdir().unwrap();
         let a = FolderLock::acquire(d.path(), "first").unwrap();
         let err = FolderLock::acquire(d.path(), "second").unwrap_err().to_string();
-        assert!(err.contains("another writer") && err.contains(&format!("pid {}", std::process::id())) && err.contains("first"), "{err}");
+        assert!(
+            err.contains("another writer")
+                && err.contains(&format!("pid {}", std::process::id()))
+                && err.contains("first"),
+            "{err}"
+        );
         drop(a);
         assert!(!d.path().join(LOCK_FILE).exists());
         let _b = FolderLock::acquire(d.path(), "second").unwrap();

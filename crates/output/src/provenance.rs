@@ -31,10 +31,25 @@ pub fn sha256_file(path: &Path) -> Result<String> {
 /// the table `just bench` writes in BENCHMARKS.md), which are written from the code, not part of it; `unknown` outside a git checkout.
 pub fn git_commit() -> String {
     let run = |args: &[&str]| {
-        std::process::Command::new("git").args(args).output().ok().filter(|o| o.status.success()).map(|o| String::from_utf8_lossy(&o.stdout).trim().to_string())
+        std::process::Command::new("git")
+            .args(args)
+            .output()
+            .ok()
+            .filter(|o| o.status.success())
+            .map(|o| String::from_utf8_lossy(&o.stdout).trim().to_string())
     };
     match run(&["rev-parse", "HEAD"]) {
-        Some(c) => match run(&["status", "--porcelain", "--untracked-files=no", "--", ".", ":(exclude)figures", ":(exclude)paper/paper.md", ":(exclude)paper/paper.provenance.json", ":(exclude)BENCHMARKS.md"]) {
+        Some(c) => match run(&[
+            "status",
+            "--porcelain",
+            "--untracked-files=no",
+            "--",
+            ".",
+            ":(exclude)figures",
+            ":(exclude)paper/paper.md",
+            ":(exclude)paper/paper.provenance.json",
+            ":(exclude)BENCHMARKS.md",
+        ]) {
             Some(s) if !s.is_empty() => format!("{c}-dirty"),
             _ => c,
         },
@@ -47,7 +62,12 @@ pub fn git_commit() -> String {
 pub fn host() -> serde_json::Value {
     let cpu = std::fs::read_to_string("/proc/cpuinfo")
         .ok()
-        .and_then(|t| t.lines().find(|l| l.starts_with("model name")).and_then(|l| l.split_once(':')).map(|(_, v)| v.trim().to_string()))
+        .and_then(|t| {
+            t.lines()
+                .find(|l| l.starts_with("model name"))
+                .and_then(|l| l.split_once(':'))
+                .map(|(_, v)| v.trim().to_string())
+        })
         .unwrap_or_else(|| "unknown".into());
     let threads = std::thread::available_parallelism().map_or(1, |n| n.get());
     serde_json::json!({"cpu": cpu, "threads": threads, "os": std::env::consts::OS, "arch": std::env::consts::ARCH})

@@ -98,7 +98,8 @@ pub(crate) fn settle(staging: &Path) -> Result<()> {
         for name in list.lines().filter(|l| !l.is_empty()) {
             let from = staging.join(name);
             if from.exists() {
-                fs::rename(&from, dir.join(name)).with_context(|| format!("{}: cannot move into place", dir.join(name).display()))?;
+                fs::rename(&from, dir.join(name))
+                    .with_context(|| format!("{}: cannot move into place", dir.join(name).display()))?;
             }
         }
         sync_dir(dir);

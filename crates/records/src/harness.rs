@@ -45,8 +45,14 @@ fn num(v: &Value) -> Option<f64> {
 pub fn model_args(v: &Value) -> Vec<(String, String)> {
     let Some(args) = v.get("config").and_then(|c| c.get("model_args")) else { return Vec::new() };
     match args {
-        Value::String(s) => s.split(',').filter_map(|kv| kv.split_once('=')).map(|(k, v)| (k.trim().to_string(), v.trim().to_string())).collect(),
-        Value::Object(m) => m.iter().map(|(k, v)| (k.clone(), v.as_str().map_or_else(|| v.to_string(), str::to_owned))).collect(),
+        Value::String(s) => s
+            .split(',')
+            .filter_map(|kv| kv.split_once('='))
+            .map(|(k, v)| (k.trim().to_string(), v.trim().to_string()))
+            .collect(),
+        Value::Object(m) => {
+            m.iter().map(|(k, v)| (k.clone(), v.as_str().map_or_else(|| v.to_string(), str::to_owned))).collect()
+        }
         _ => Vec::new(),
     }
 }
@@ -60,7 +66,10 @@ pub fn steps_in_model_args(args: &[(String, String)]) -> BTreeSet<u64> {
         match k.as_str() {
             "revision" => out.extend(re.captures(v).and_then(|c| c[1].parse::<u64>().ok())),
             "pretrained" | "peft" | "delta" => {
-                let last = v.split(['/', '\\']).rev().find_map(|part| re.captures(part).and_then(|c| c[1].parse::<u64>().ok()));
+                let last = v
+                    .split(['/', '\\'])
+                    .rev()
+                    .find_map(|part| re.captures(part).and_then(|c| c[1].parse::<u64>().ok()));
                 out.extend(last);
             }
             _ => {}
@@ -103,7 +112,10 @@ impl StepRule {
             Some(s) => {
                 let re = Regex::new(s).with_context(|| format!("--step-from {s:?}: not a regular expression"))?;
                 if re.captures_len() != 2 {
-                    bail!("--step-from {s:?}: needs exactly one capture group around the step number, has {}", re.captures_len() - 1);
+                    bail!(
+                        "--step-from {s:?}: needs exactly one capture group around the step number, has {}",
+                        re.captures_len() - 1
+                    );
                 }
                 Some(re)
             }
@@ -111,23 +123,32 @@ impl StepRule {
         };
         let mut map = Vec::new();
         if let Some(f) = step_map {
-            let text = std::fs::read_to_string(f).with_context(|| format!("{}: cannot read the step mapping", f.display()))?;
+            let text =
+                std::fs::read_to_string(f).with_context(|| format!("{}: cannot read the step mapping", f.display()))?;
             let mut seen: BTreeMap<PathBuf, (usize, u64)> = BTreeMap::new();
             for (i, line) in text.lines().enumerate() {
                 let line = line.trim();
                 if line.is_empty() || line.starts_with('#') {
                     continue;
                 }
-                let Some((p, s)) = line.rsplit_once(',') else { bail!("{}:{}: expected `path,step`", f.display(), i + 1) };
+                let Some((p, s)) = line.rsplit_once(',') else {
+                    bail!("{}:{}: expected `path,step`", f.display(), i + 1)
+                };
                 let (p, s) = (p.trim().trim_matches('"'), s.trim().trim_matches('"'));
                 if i == 0 && s.parse::<u64>().is_err() && p.eq_ignore_ascii_case("path") {
                     continue; // a header
                 }
-                let step: u64 = s.parse().with_context(|| format!("{}:{}: step `{s}` is not a whole number", f.display(), i + 1))?;
+                let step: u64 = s
+                    .parse()
+                    .with_context(|| format!("{}:{}: step `{s}` is not a whole number", f.display(), i + 1))?;
                 let n = normal(Path::new(p));
                 if let Some((j, other)) = seen.insert(n.clone(), (i + 1, step)) {
                     if other != step {
-                        bail!("{}:{}: `{p}` is mapped to step {step} here and to step {other} on line {j}", f.display(), i + 1);
+                        bail!(
+                            "{}:{}: `{p}` is mapped to step {step} here and to step {other} on line {j}",
+                            f.display(),
+                            i + 1
+                        );
                     }
                 }
                 map.push((p.to_string(), n, step));
@@ -144,13 +165,20 @@ impl StepRule {
         let s = path.to_string_lossy();
         let Some(c) = re.captures(&s) else { return Ok(None) };
         let m = c.get(1).map_or("", |m| m.as_str());
-        Ok(Some(m.parse().with_context(|| format!("{}: --step-from captured `{m}`, not a whole number", path.display()))?))
+        Ok(Some(
+            m.parse().with_context(|| format!("{}: --step-from captured `{m}`, not a whole number", path.display()))?,
+        ))
     }
 
     fn from_map(&self, path: &Path, pretrained: Option<&str>) -> Option<u64> {
         let p = normal(path);
         // the most specific row: the file itself, else the deepest folder above it
-        let by_path = self.map.iter().filter(|(_, n, _)| p.starts_with(n)).max_by_key(|(_, n, _)| n.components().count()).map(|r| r.2);
+        let by_path = self
+            .map
+            .iter()
+            .filter(|(_, n, _)| p.starts_with(n))
+            .max_by_key(|(_, n, _)| n.components().count())
+            .map(|r| r.2);
         by_path.or_else(|| pretrained.and_then(|pre| self.map.iter().find(|(raw, _, _)| raw == pre).map(|r| r.2)))
     }
 
@@ -195,7 +223,8 @@ impl StepRule {
 /// Parses a JSON file, naming the file and the line of a syntax error.
 fn read_json(path: &Path) -> Result<Value> {
     let text = std::fs::read_to_string(path).with_context(|| format!("{}: cannot read", path.display()))?;
-    serde_json::from_str(&text).map_err(|e| anyhow::anyhow!("{}:{}: not JSON (truncated?): {e}", path.display(), e.line()))
+    serde_json::from_str(&text)
+        .map_err(|e| anyhow::anyhow!("{}:{}: not JSON (truncated?): {e}", path.display(), e.line()))
 }
 
 /// Task rows of one results JSON: every task that reports `acc`.
@@ -253,7 +282,9 @@ pub fn read_results_dir(dir: &Path) -> Result<Vec<TaskRecord>> {
 fn arguments(v: &Value) -> Vec<(String, String)> {
     let pair = |a: &Value, b: &Value| (a.as_str().unwrap_or("").to_string(), b.as_str().unwrap_or("").to_string());
     match v {
-        Value::Array(items) => items.iter().filter_map(|i| i.as_array().filter(|p| p.len() >= 2).map(|p| pair(&p[0], &p[1]))).collect(),
+        Value::Array(items) => {
+            items.iter().filter_map(|i| i.as_array().filter(|p| p.len() >= 2).map(|p| pair(&p[0], &p[1]))).collect()
+        }
         Value::Object(map) => {
             let mut keys: Vec<&String> = map.keys().collect();
             keys.sort_by_key(|k| k.trim_start_matches(|c: char| !c.is_ascii_digit()).parse::<usize>().unwrap_or(0));
@@ -274,7 +305,9 @@ pub fn choice_chars(continuation: &str) -> u32 {
 fn response(r: &Value) -> (Option<f64>, Option<bool>) {
     let r = r.as_array().and_then(|a| if a.first().is_some_and(Value::is_array) { a[0].as_array() } else { Some(a) });
     match r {
-        Some(a) if !a.is_empty() => (num(&a[0]), a.get(1).map(|g| g.as_bool().unwrap_or(matches!(g.as_str(), Some("True" | "true"))))),
+        Some(a) if !a.is_empty() => {
+            (num(&a[0]), a.get(1).map(|g| g.as_bool().unwrap_or(matches!(g.as_str(), Some("True" | "true")))))
+        }
         _ => (None, None),
     }
 }
@@ -303,7 +336,8 @@ pub fn read_log_samples(path: &Path, task: &str, step: u64) -> Result<Vec<Exampl
     let mut out = Vec::new();
     for (i, line) in text.lines().enumerate().filter(|(_, l)| !l.trim().is_empty()) {
         let at = || format!("{}:{}", path.display(), i + 1);
-        let v: Value = serde_json::from_str(line).with_context(|| format!("{}: malformed sample (truncated log?)", at()))?;
+        let v: Value =
+            serde_json::from_str(line).with_context(|| format!("{}: malformed sample (truncated log?)", at()))?;
         let resps = responses(&v).with_context(|| format!("{}: no `filtered_resps` or `resps`", at()))?;
         let mut logliks = Vec::new();
         let mut greedy = Vec::new();
@@ -327,14 +361,21 @@ pub fn read_log_samples(path: &Path, task: &str, step: u64) -> Result<Vec<Exampl
             _ => target
                 .as_str()
                 .and_then(|t| args.iter().position(|(_, c)| c == t || c.strip_prefix(' ') == Some(t)))
-                .with_context(|| format!("{}: `target` {target} is neither an option index nor one of the options", at()))?,
+                .with_context(|| {
+                    format!("{}: `target` {target} is neither an option index nor one of the options", at())
+                })?,
         };
         if gold >= logliks.len() {
             bail!("{}: target {gold} but {} options", at(), logliks.len());
         }
         // lm-eval's acc_norm divides by the choice's length without the target delimiter (" ")
-        let chars: Vec<u32> = if args.len() == logliks.len() { args.iter().map(|(_, c)| choice_chars(c)).collect() } else { vec![0; logliks.len()] };
-        let bytes: Vec<u32> = if args.len() == logliks.len() { args.iter().map(|(_, c)| c.len() as u32).collect() } else { Vec::new() };
+        let chars: Vec<u32> = if args.len() == logliks.len() {
+            args.iter().map(|(_, c)| choice_chars(c)).collect()
+        } else {
+            vec![0; logliks.len()]
+        };
+        let bytes: Vec<u32> =
+            if args.len() == logliks.len() { args.iter().map(|(_, c)| c.len() as u32).collect() } else { Vec::new() };
         let norm: Vec<f64> = logliks.iter().zip(&chars).map(|(l, &c)| l / c.max(1) as f64).collect();
         let (p, pn) = (argmax(&logliks), argmax(&norm));
         let doc_id = match v.get("doc_id") {
@@ -397,13 +438,19 @@ fn classify(path: &Path) -> Option<Found> {
     if let Some(rest) = name.strip_prefix("samples_").and_then(|r| r.strip_suffix(".jsonl")) {
         // the timestamp (`2024-05-01T12-34-56.123456`) has no underscore; a task name may
         let (task, stamp) = match rest.rsplit_once('_') {
-            Some((t, s)) if s.starts_with(|c: char| c.is_ascii_digit()) && s.contains('T') => (t.to_string(), Some(s.to_string())),
+            Some((t, s)) if s.starts_with(|c: char| c.is_ascii_digit()) && s.contains('T') => {
+                (t.to_string(), Some(s.to_string()))
+            }
             _ => (rest.to_string(), None),
         };
         return Some(Found { path: path.to_path_buf(), stamp, task: Some(task) });
     }
     if name.ends_with(".json") {
-        let stamp = name.strip_prefix("results_").and_then(|r| r.strip_suffix(".json")).filter(|s| !s.is_empty()).map(str::to_owned);
+        let stamp = name
+            .strip_prefix("results_")
+            .and_then(|r| r.strip_suffix(".json"))
+            .filter(|s| !s.is_empty())
+            .map(str::to_owned);
         return Some(Found { path: path.to_path_buf(), stamp, task: None });
     }
     None
@@ -423,7 +470,9 @@ fn walk(dir: &Path, out: &mut Vec<Found>) -> Result<()> {
             }
             if p.is_dir() {
                 stack.push(p);
-            } else if (name.starts_with("results") && name.ends_with(".json")) || (name.starts_with("samples_") && name.ends_with(".jsonl")) {
+            } else if (name.starts_with("results") && name.ends_with(".json"))
+                || (name.starts_with("samples_") && name.ends_with(".jsonl"))
+            {
                 found.extend(classify(&p));
             }
         }
@@ -437,7 +486,10 @@ fn walk(dir: &Path, out: &mut Vec<Found>) -> Result<()> {
         }
     }
     if found.is_empty() {
-        bail!("{}: no lm-evaluation-harness results files (results_*.json, *.json) or samples (samples_*.jsonl) found", dir.display());
+        bail!(
+            "{}: no lm-evaluation-harness results files (results_*.json, *.json) or samples (samples_*.jsonl) found",
+            dir.display()
+        );
     }
     out.extend(found);
     Ok(())
@@ -449,7 +501,8 @@ fn expand(input: &Path) -> Result<Vec<PathBuf>> {
     if !s.contains(['*', '?', '[']) || input.exists() {
         return Ok(vec![input.to_path_buf()]);
     }
-    let mut out: Vec<PathBuf> = glob::glob(&s).with_context(|| format!("{s}: not a valid glob pattern"))?.filter_map(Result::ok).collect();
+    let mut out: Vec<PathBuf> =
+        glob::glob(&s).with_context(|| format!("{s}: not a valid glob pattern"))?.filter_map(Result::ok).collect();
     out.sort();
     if out.is_empty() {
         bail!("{s}: the pattern matches nothing");
@@ -481,7 +534,10 @@ pub fn load(inputs: &[PathBuf], rule: &StepRule) -> Result<Loaded> {
             if p.is_dir() {
                 walk(&p, &mut found)?;
             } else if p.is_file() {
-                found.push(classify(&p).with_context(|| format!("{}: neither a results JSON nor a samples JSONL file", p.display()))?);
+                found
+                    .push(classify(&p).with_context(|| {
+                        format!("{}: neither a results JSON nor a samples JSONL file", p.display())
+                    })?);
             } else {
                 bail!("{}: no such file or folder", p.display());
             }
@@ -522,7 +578,12 @@ pub fn load(inputs: &[PathBuf], rule: &StepRule) -> Result<Loaded> {
                     Some(s) => *s.first().unwrap(),
                     None => match rule.from_map(&f.path, None) {
                         Some(s) => s,
-                        None => step_from_name(&f.path).map_err(|_| rule.no_step(&f.path)).with_context(|| format!("{}: no results file of the same run (folder and timestamp) gives the step", f.path.display()))?,
+                        None => step_from_name(&f.path).map_err(|_| rule.no_step(&f.path)).with_context(|| {
+                            format!(
+                                "{}: no results file of the same run (folder and timestamp) gives the step",
+                                f.path.display()
+                            )
+                        })?,
                     },
                 },
             },
@@ -533,7 +594,14 @@ pub fn load(inputs: &[PathBuf], rule: &StepRule) -> Result<Loaded> {
     for ((step, task), cands) in sample_files {
         let f = newest(cands, step, &task, &mut loaded.notices)?;
         let text = std::fs::read_to_string(&f.path).with_context(|| format!("{}: cannot read", f.path.display()))?;
-        let first = text.lines().find(|l| !l.trim().is_empty()).map(|l| serde_json::from_str::<Value>(l).with_context(|| format!("{}:1: malformed sample (truncated log?)", f.path.display()))).transpose()?;
+        let first = text
+            .lines()
+            .find(|l| !l.trim().is_empty())
+            .map(|l| {
+                serde_json::from_str::<Value>(l)
+                    .with_context(|| format!("{}:1: malformed sample (truncated log?)", f.path.display()))
+            })
+            .transpose()?;
         if !first.as_ref().is_some_and(is_choice_samples) {
             loaded.notices.push(format!("{}: not a multiple-choice task (no per-option log-likelihoods); task {task} is analysed at the task level", f.path.display()));
             continue;
@@ -545,7 +613,10 @@ pub fn load(inputs: &[PathBuf], rule: &StepRule) -> Result<Loaded> {
         let sampled: BTreeSet<u64> = per_step.keys().copied().collect();
         if !with_rows.is_empty() && !with_rows.is_subset(&sampled) {
             let missing: Vec<String> = with_rows.difference(&sampled).map(u64::to_string).collect();
-            loaded.notices.push(format!("task {task}: no samples at step(s) {}; analysed at the task level only", missing.join(", ")));
+            loaded.notices.push(format!(
+                "task {task}: no samples at step(s) {}; analysed at the task level only",
+                missing.join(", ")
+            ));
             continue;
         }
         let rows: Vec<ExampleRecord> = per_step.into_values().flatten().collect();
@@ -557,7 +628,10 @@ pub fn load(inputs: &[PathBuf], rule: &StepRule) -> Result<Loaded> {
         loaded.examples.extend(rows);
     }
     if loaded.tasks.is_empty() {
-        bail!("{}: no task with an `acc` in any results or samples file", inputs.iter().map(|p| p.display().to_string()).collect::<Vec<_>>().join(", "));
+        bail!(
+            "{}: no task with an `acc` in any results or samples file",
+            inputs.iter().map(|p| p.display().to_string()).collect::<Vec<_>>().join(", ")
+        );
     }
     loaded.tasks.sort_by(|a, b| (a.step, &a.task).cmp(&(b.step, &b.task)));
     loaded.examples.sort_by(|a, b| (a.step, &a.task, &a.example_id).cmp(&(b.step, &b.task, &b.example_id)));
@@ -577,7 +651,12 @@ fn newest<T>(mut cands: Vec<(&Found, T)>, step: u64, task: &str, notices: &mut V
     }
     cands.sort_by(|a, b| a.0.stamp.cmp(&b.0.stamp));
     let (kept, value) = cands.pop().unwrap();
-    notices.push(format!("step {step} task {task}: kept the newest of {} runs, {}; set aside {}", cands.len() + 1, kept.path.display(), names(&cands)));
+    notices.push(format!(
+        "step {step} task {task}: kept the newest of {} runs, {}; set aside {}",
+        cands.len() + 1,
+        kept.path.display(),
+        names(&cands)
+    ));
     Ok(value)
 }
 
@@ -620,7 +699,10 @@ mod tests {
         assert_eq!(rows.len(), 2);
         // acc picks -4.0 (option 0, wrong); acc_norm (delimiter not counted): -4/2 vs -6/4 picks
         // option 1 (right)
-        assert_eq!((rows[0].predicted, rows[0].correct, rows[0].predicted_norm, rows[0].correct_norm), (0, false, 1, true));
+        assert_eq!(
+            (rows[0].predicted, rows[0].correct, rows[0].predicted_norm, rows[0].correct_norm),
+            (0, false, 1, true)
+        );
         assert!(rows[0].gold_is_greedy);
         assert_eq!((rows[0].lengths_chars.clone(), rows[0].lengths_bytes.clone()), (vec![2, 4], vec![3, 5]));
         assert_eq!((rows[1].predicted, rows[1].correct, rows[1].example_id.as_str()), (0, true, "piqa/1"));
@@ -658,7 +740,10 @@ mod tests {
     }
 
     fn sample_line(doc: u32, ll0: &str, ll1: &str) -> String {
-        format!(r#"{{"doc_id": {doc}, "target": 0, "arguments": {{"gen_args_0": {{"arg_0": "Q", "arg_1": " x"}}, "gen_args_1": {{"arg_0": "Q", "arg_1": " yy"}}}}, "resps": [[["{ll0}", "False"]], [["{ll1}", "False"]]], "filtered_resps": [["{ll0}", "False"], ["{ll1}", "False"]], "acc": {}}}"#, if ll0.parse::<f64>().unwrap() >= ll1.parse::<f64>().unwrap() { "1.0" } else { "0.0" })
+        format!(
+            r#"{{"doc_id": {doc}, "target": 0, "arguments": {{"gen_args_0": {{"arg_0": "Q", "arg_1": " x"}}, "gen_args_1": {{"arg_0": "Q", "arg_1": " yy"}}}}, "resps": [[["{ll0}", "False"]], [["{ll1}", "False"]]], "filtered_resps": [["{ll0}", "False"], ["{ll1}", "False"]], "acc": {}}}"#,
+            if ll0.parse::<f64>().unwrap() >= ll1.parse::<f64>().unwrap() { "1.0" } else { "0.0" }
+        )
     }
 
     #[test]
@@ -666,10 +751,24 @@ mod tests {
         let v = |a: Value| serde_json::json!({"config": {"model_args": a}});
         let rule = StepRule::default();
         let p = Path::new("OUT/m/results_2024-01-01T00-00-00.1.json");
-        assert_eq!(rule.step_of_results(p, &v("pretrained=EleutherAI/pythia-160m,revision=step143000,dtype=float32".into())).unwrap(), 143000);
-        assert_eq!(rule.step_of_results(p, &v(serde_json::json!({"pretrained": "runs/x/hf/step_000120", "dtype": "float32"}))).unwrap(), 120);
-        assert_eq!(rule.step_of_results(p, &v(serde_json::json!({"pretrained": "/ckpt/global_step500/hf"}))).unwrap(), 500);
-        assert_eq!(rule.step_of_results(p, &v(serde_json::json!({"pretrained": "org/model", "revision": "step7"}))).unwrap(), 7);
+        assert_eq!(
+            rule.step_of_results(p, &v("pretrained=EleutherAI/pythia-160m,revision=step143000,dtype=float32".into()))
+                .unwrap(),
+            143000
+        );
+        assert_eq!(
+            rule.step_of_results(p, &v(serde_json::json!({"pretrained": "runs/x/hf/step_000120", "dtype": "float32"})))
+                .unwrap(),
+            120
+        );
+        assert_eq!(
+            rule.step_of_results(p, &v(serde_json::json!({"pretrained": "/ckpt/global_step500/hf"}))).unwrap(),
+            500
+        );
+        assert_eq!(
+            rule.step_of_results(p, &v(serde_json::json!({"pretrained": "org/model", "revision": "step7"}))).unwrap(),
+            7
+        );
         // two different steps named: ambiguous, refused with the file
         let e = rule.step_of_results(p, &v("pretrained=runs/step_5,revision=step6".into())).unwrap_err().to_string();
         assert!(e.contains("results_2024") && e.contains("5, 6") && e.contains("--step-from"), "{e}");
@@ -687,17 +786,26 @@ mod tests {
         assert!(StepRule::new(Some(r"ckpt-\d+"), None).unwrap_err().to_string().contains("one capture group"));
         assert!(StepRule::new(Some(r"(a)(\d+)"), None).is_err());
         assert!(StepRule::new(Some(r"(\d+"), None).is_err());
-        let e = StepRule::new(Some(r"ckpt-(\w+)/"), None).unwrap().step_of_results(Path::new("OUT/ckpt-ab/results_x.json"), &v).unwrap_err().to_string();
+        let e = StepRule::new(Some(r"ckpt-(\w+)/"), None)
+            .unwrap()
+            .step_of_results(Path::new("OUT/ckpt-ab/results_x.json"), &v)
+            .unwrap_err()
+            .to_string();
         assert!(e.contains("ckpt-ab") && e.contains("`ab`"), "{e}");
 
         let dir = tempfile::tempdir().unwrap();
         let map = dir.path().join("steps.csv");
         let a = dir.path().join("runA");
-        std::fs::write(&map, format!("path,step\n{},100\n{}/sub,150\norg/final,999\n", a.display(), a.display())).unwrap();
+        std::fs::write(&map, format!("path,step\n{},100\n{}/sub,150\norg/final,999\n", a.display(), a.display()))
+            .unwrap();
         let rule = StepRule::new(None, Some(&map)).unwrap();
         let none = serde_json::json!({"config": {"model_args": {"pretrained": "org/model"}}});
         assert_eq!(rule.step_of_results(&a.join("m/results_x.json"), &none).unwrap(), 100);
-        assert_eq!(rule.step_of_results(&a.join("sub/m/results_x.json"), &none).unwrap(), 150, "the deepest folder wins");
+        assert_eq!(
+            rule.step_of_results(&a.join("sub/m/results_x.json"), &none).unwrap(),
+            150,
+            "the deepest folder wins"
+        );
         let fin = serde_json::json!({"config": {"model_args": {"pretrained": "org/final"}}});
         assert_eq!(rule.step_of_results(Path::new("elsewhere/results_x.json"), &fin).unwrap(), 999, "by pretrained=");
         assert_eq!(rule.step_of_results(&a.join("results_x.json"), &v).unwrap(), 9, "model_args before the mapping");
@@ -717,31 +825,64 @@ mod tests {
         let out = dir.path().join("OUT");
         let m = out.join("org__model");
         std::fs::create_dir_all(&m).unwrap();
-        let runs = [("step10", "2024-01-01T00-00-01.000001", 0.5, ["-1.0", "-2.0"]), ("step20", "2024-01-01T00-00-02.000001", 0.6, ["-3.0", "-1.0"]), ("step20", "2024-01-02T00-00-00.000001", 0.7, ["-1.0", "-3.0"])];
+        let runs = [
+            ("step10", "2024-01-01T00-00-01.000001", 0.5, ["-1.0", "-2.0"]),
+            ("step20", "2024-01-01T00-00-02.000001", 0.6, ["-3.0", "-1.0"]),
+            ("step20", "2024-01-02T00-00-00.000001", 0.7, ["-1.0", "-3.0"]),
+        ];
         for (i, (rev, ts, acc, ll)) in runs.iter().enumerate() {
-            let args = if i % 2 == 0 { Value::String(format!("pretrained=org/model,revision={rev}")) } else { serde_json::json!({"pretrained": "org/model", "revision": rev}) };
+            let args = if i % 2 == 0 {
+                Value::String(format!("pretrained=org/model,revision={rev}"))
+            } else {
+                serde_json::json!({"pretrained": "org/model", "revision": rev})
+            };
             std::fs::write(m.join(format!("results_{ts}.json")), results_json(args, *acc)).unwrap();
-            std::fs::write(m.join(format!("samples_t_{ts}.jsonl")), format!("{}\n{}\n", sample_line(0, ll[0], ll[1]), sample_line(1, "-0.5", "-0.7"))).unwrap();
+            std::fs::write(
+                m.join(format!("samples_t_{ts}.jsonl")),
+                format!("{}\n{}\n", sample_line(0, ll[0], ll[1]), sample_line(1, "-0.5", "-0.7")),
+            )
+            .unwrap();
         }
         let loaded = load(&[out.clone()], &StepRule::default()).unwrap();
         assert_eq!(loaded.tasks.iter().map(|r| (r.step, r.acc)).collect::<Vec<_>>(), vec![(10, 0.5), (20, 0.7)]);
         assert_eq!(loaded.examples.len(), 4);
         let e20: Vec<_> = loaded.examples.iter().filter(|r| r.step == 20).collect();
-        assert_eq!((e20[0].example_id.as_str(), e20[0].logliks.clone(), e20[0].correct), ("t/0", vec![-1.0, -3.0], true), "the newest rerun's samples");
+        assert_eq!(
+            (e20[0].example_id.as_str(), e20[0].logliks.clone(), e20[0].correct),
+            ("t/0", vec![-1.0, -3.0], true),
+            "the newest rerun's samples"
+        );
         assert_eq!(loaded.notices.len(), 2, "{:?}", loaded.notices);
-        assert!(loaded.notices.iter().all(|n| n.contains("2024-01-02") && n.contains("set aside") && n.contains("2024-01-01T00-00-02")), "{:?}", loaded.notices);
+        assert!(
+            loaded
+                .notices
+                .iter()
+                .all(|n| n.contains("2024-01-02") && n.contains("set aside") && n.contains("2024-01-01T00-00-02")),
+            "{:?}",
+            loaded.notices
+        );
         assert_eq!(loaded.sources.len(), 6);
         // a glob over the files gives the same rows
         let g = load(&[m.join("*_2024-01-0[12]*")], &StepRule::default()).unwrap();
         assert_eq!((g.tasks, g.examples.len()), (loaded.tasks.clone(), 4));
-        assert!(load(&[m.join("nothing_*")], &StepRule::default()).unwrap_err().to_string().contains("matches nothing"));
+        assert!(load(&[m.join("nothing_*")], &StepRule::default())
+            .unwrap_err()
+            .to_string()
+            .contains("matches nothing"));
 
         // the same step from a second model folder: refused, naming both files
         let other = out.join("org__model2");
         std::fs::create_dir_all(&other).unwrap();
-        std::fs::write(other.join("results_2024-03-01T00-00-00.1.json"), results_json("pretrained=org/model2,revision=step10".into(), 0.1)).unwrap();
+        std::fs::write(
+            other.join("results_2024-03-01T00-00-00.1.json"),
+            results_json("pretrained=org/model2,revision=step10".into(), 0.1),
+        )
+        .unwrap();
         let e = load(&[out.clone()], &StepRule::default()).unwrap_err().to_string();
-        assert!(e.contains("step 10") && e.contains("org__model2") && e.contains("org__model/results_2024-01-01T00-00-01"), "{e}");
+        assert!(
+            e.contains("step 10") && e.contains("org__model2") && e.contains("org__model/results_2024-01-01T00-00-01"),
+            "{e}"
+        );
         // ... unless a rule gives the runs their own steps
         std::fs::remove_dir_all(&other).unwrap();
     }
@@ -751,17 +892,37 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let m = dir.path().join("runs__x__hf__step_000030");
         std::fs::create_dir_all(&m).unwrap();
-        std::fs::write(m.join("results_2024-01-01T00-00-00.5.json"), results_json(serde_json::json!({"pretrained": "runs/x/hf/step_000030"}), 0.5)).unwrap();
-        std::fs::write(m.join("samples_t_2024-01-01T00-00-00.5.jsonl"), format!("{}\n{}\n", sample_line(0, "-1", "-2"), sample_line(1, "-3", "-1"))).unwrap();
+        std::fs::write(
+            m.join("results_2024-01-01T00-00-00.5.json"),
+            results_json(serde_json::json!({"pretrained": "runs/x/hf/step_000030"}), 0.5),
+        )
+        .unwrap();
+        std::fs::write(
+            m.join("samples_t_2024-01-01T00-00-00.5.jsonl"),
+            format!("{}\n{}\n", sample_line(0, "-1", "-2"), sample_line(1, "-3", "-1")),
+        )
+        .unwrap();
         let loaded = load(&[m.clone()], &StepRule::default()).unwrap();
         assert!(loaded.examples.iter().all(|r| r.step == 30));
         // a generation task's samples are not read per example, with a notice
-        std::fs::write(m.join("samples_gen_2024-01-01T00-00-00.5.jsonl"), r#"{"doc_id": 0, "target": "Paris", "resps": [["Paris"]], "filtered_resps": ["Paris"]}"#).unwrap();
+        std::fs::write(
+            m.join("samples_gen_2024-01-01T00-00-00.5.jsonl"),
+            r#"{"doc_id": 0, "target": "Paris", "resps": [["Paris"]], "filtered_resps": ["Paris"]}"#,
+        )
+        .unwrap();
         let loaded = load(&[m.clone()], &StepRule::default()).unwrap();
-        assert!(loaded.notices.iter().any(|n| n.contains("samples_gen") && n.contains("task level")), "{:?}", loaded.notices);
+        assert!(
+            loaded.notices.iter().any(|n| n.contains("samples_gen") && n.contains("task level")),
+            "{:?}",
+            loaded.notices
+        );
         std::fs::remove_file(m.join("samples_gen_2024-01-01T00-00-00.5.jsonl")).unwrap();
         // malformed lines and files name the file and the line
-        std::fs::write(m.join("samples_t_2024-01-01T00-00-00.5.jsonl"), format!("{}\n{{\"doc_id\": 1, \"target\n", sample_line(0, "-1", "-2"))).unwrap();
+        std::fs::write(
+            m.join("samples_t_2024-01-01T00-00-00.5.jsonl"),
+            format!("{}\n{{\"doc_id\": 1, \"target\n", sample_line(0, "-1", "-2")),
+        )
+        .unwrap();
         let e = format!("{:#}", load(&[m.clone()], &StepRule::default()).unwrap_err());
         assert!(e.contains("samples_t_2024-01-01T00-00-00.5.jsonl:2") && e.contains("malformed"), "{e}");
         std::fs::write(m.join("results_2024-01-01T00-00-00.5.json"), "{\n\"results\": {\"t\": ").unwrap();

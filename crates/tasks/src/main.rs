@@ -24,12 +24,30 @@ fn main() -> anyhow::Result<()> {
     let a = Args::parse();
     for e in tasks::build::build_all(&a.raw, &a.heldout, &a.train, &a.out)? {
         let t = &e.info;
-        print!("{:<20} {:<16} {:>6} examples  chance {:.3}  sha256 {}", t.name, format!("{:?}", t.kind), t.examples, t.chance, &t.sha256[..12]);
+        print!(
+            "{:<20} {:<16} {:>6} examples  chance {:.3}  sha256 {}",
+            t.name,
+            format!("{:?}", t.kind),
+            t.examples,
+            t.chance,
+            &t.sha256[..12]
+        );
         if let Some(o) = &e.train_overlap {
-            print!("  ({} of {} dropped for a {}-gram shared with train, {:.1}%)", o.removed, o.candidates, o.ngram, 100.0 * o.share);
+            print!(
+                "  ({} of {} dropped for a {}-gram shared with train, {:.1}%)",
+                o.removed,
+                o.candidates,
+                o.ngram,
+                100.0 * o.share
+            );
         }
         if let Some(s) = &e.sample {
-            print!("  (drawn from {} items; {} malformed skipped: {})", s.population, s.skipped.len(), s.skipped.join(", "));
+            print!(
+                "  (drawn from {} items; {} malformed skipped: {})",
+                s.population,
+                s.skipped.len(),
+                s.skipped.join(", ")
+            );
         }
         println!();
     }

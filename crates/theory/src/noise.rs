@@ -24,7 +24,8 @@ pub fn var_mean_ar1(sigma2: f64, rho: f64, k: usize) -> f64 {
 /// `sigma^2 / k^2 * ( k (1 + rho) / (1 - rho) - 2 rho (1 - rho^k) / (1 - rho)^2 )`.
 pub fn var_mean_ar1_closed(sigma2: f64, rho: f64, k: usize) -> f64 {
     let k_f = k as f64;
-    sigma2 / (k_f * k_f) * (k_f * (1.0 + rho) / (1.0 - rho) - 2.0 * rho * (1.0 - rho.powi(k as i32)) / (1.0 - rho).powi(2))
+    sigma2 / (k_f * k_f)
+        * (k_f * (1.0 + rho) / (1.0 - rho) - 2.0 * rho * (1.0 - rho.powi(k as i32)) / (1.0 - rho).powi(2))
 }
 
 /// Var(mean of k members with variance sigma^2 and pairwise correlation rho)

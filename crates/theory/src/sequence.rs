@@ -29,7 +29,8 @@ pub fn mtv(x: &[f64]) -> Option<f64> {
 
 /// Instability score of consecutive outputs under a similarity `sim` with values in [0, 1].
 pub fn instability<T>(outputs: &[T], sim: impl Fn(&T, &T) -> f64) -> Option<f64> {
-    (outputs.len() >= 2).then(|| outputs.windows(2).map(|w| 1.0 - sim(&w[0], &w[1])).sum::<f64>() / (outputs.len() - 1) as f64)
+    (outputs.len() >= 2)
+        .then(|| outputs.windows(2).map(|w| 1.0 - sim(&w[0], &w[1])).sum::<f64>() / (outputs.len() - 1) as f64)
 }
 
 /// Exact-match similarity: 1 if equal, else 0 (for chosen options and labels).

@@ -711,7 +711,14 @@ fn std_normal_matches_the_normal_distribution() {
     assert!(mean.abs() < Z / (n as f64).sqrt(), "mean {mean}");
     let var = sample_variance(&z);
     assert!((var - 1.0).abs() < Z * (2.0 / (n as f64 - 1.0)).sqrt(), "variance {var}");
-    for (at, phi) in [(-2.0, 0.022750131948179), (-1.0, 0.158655253931457), (0.0, 0.5), (0.5, 0.691462461274013), (1.0, 0.841344746068543), (2.0, 0.977249868051821)] {
+    for (at, phi) in [
+        (-2.0, 0.022750131948179),
+        (-1.0, 0.158655253931457),
+        (0.0, 0.5),
+        (0.5, 0.691462461274013),
+        (1.0, 0.841344746068543),
+        (2.0, 0.977249868051821),
+    ] {
         let frac = z.iter().filter(|&&v| v <= at).count() as f64 / n as f64;
         assert!((frac - phi).abs() < Z * (phi * (1.0 - phi) / n as f64).sqrt(), "P(Z <= {at}) = {frac}, Phi = {phi}");
     }
@@ -758,13 +765,18 @@ fn t8_simulated_noisy_checkpoints_match_the_formula() {
     for k in [1usize, 2, 4, 8, 16] {
         let (mut averaged, mut raw) = (0.0, 0.0);
         for _ in 0..n {
-            let thetas: Vec<Vec<f64>> = (0..=k).map(|t| (0..d).map(|i| mu0[i] + t as f64 * v[i] + sigma * std_normal(&mut rng)).collect()).collect();
+            let thetas: Vec<Vec<f64>> = (0..=k)
+                .map(|t| (0..d).map(|i| mu0[i] + t as f64 * v[i] + sigma * std_normal(&mut rng)).collect())
+                .collect();
             averaged += sq(&average(&thetas[1..]), &average(&thetas[..k]));
             raw += sq(&thetas[1], &thetas[0]);
         }
         let (averaged, raw) = (averaged / n as f64, raw / n as f64);
         let expected = expected_sq_step_averaged(&v, sigma2, k);
-        assert!((averaged - expected).abs() < Z * se(2.0 * sigma2 / (k * k) as f64), "k {k}: averaged {averaged} vs {expected}");
+        assert!(
+            (averaged - expected).abs() < Z * se(2.0 * sigma2 / (k * k) as f64),
+            "k {k}: averaged {averaged} vs {expected}"
+        );
         let expected = expected_sq_step_raw(&v, sigma2);
         assert!((raw - expected).abs() < Z * se(2.0 * sigma2), "k {k}: raw {raw} vs {expected}");
     }

@@ -3,9 +3,7 @@
 
 use anyhow::{Context, Result};
 use clap::Parser;
-use experiments::plot::{
-    color, int_label, legend, mesh, padded, panel, task_grid, two_decimals, Figure,
-};
+use experiments::plot::{color, int_label, legend, mesh, padded, panel, task_grid, two_decimals, Figure};
 use experiments::{curve, task_names, Args, Output, Run};
 use plotters::coord::Shift;
 use plotters::prelude::*;
@@ -30,24 +28,17 @@ impl Figure for Fig {
     where
         DB::ErrorType: 'static,
     {
-        let panels = task_grid(root, "Downstream accuracy at every checkpoint (band: ±1 standard error; shaded: final 20% of checkpoints)", self.0.len())?;
+        let panels = task_grid(
+            root,
+            "Downstream accuracy at every checkpoint (band: ±1 standard error; shaded: final 20% of checkpoints)",
+            self.0.len(),
+        )?;
         for (i, (p, area)) in self.0.iter().zip(&panels).enumerate() {
             let x1 = *p.steps.last().unwrap_or(&1.0);
-            let yr = padded(
-                p.scores
-                    .iter()
-                    .zip(&p.stderr)
-                    .flat_map(|(s, e)| [s - e, s + e]),
-            );
+            let yr = padded(p.scores.iter().zip(&p.stderr).flat_map(|(s, e)| [s - e, s + e]));
             let mut chart = panel(area, &format!("{} (best: step {})", p.task, p.best.0), 64)
                 .build_cartesian_2d(0f64..x1, yr.clone())?;
-            mesh(
-                &mut chart,
-                "training step",
-                "accuracy",
-                &int_label,
-                &two_decimals,
-            )?;
+            mesh(&mut chart, "training step", "accuracy", &int_label, &two_decimals)?;
             chart.draw_series(std::iter::once(Rectangle::new(
                 [(p.final_start, yr.start), (x1, yr.end)],
                 RGBColor(235, 235, 235).filled(),
@@ -59,36 +50,20 @@ impl Figure for Fig {
                 .zip(&p.scores)
                 .zip(&p.stderr)
                 .map(|((x, s), e)| (*x, s + e))
-                .chain(
-                    p.steps
-                        .iter()
-                        .zip(&p.scores)
-                        .zip(&p.stderr)
-                        .rev()
-                        .map(|((x, s), e)| (*x, s - e)),
-                )
+                .chain(p.steps.iter().zip(&p.scores).zip(&p.stderr).rev().map(|((x, s), e)| (*x, s - e)))
                 .collect();
             chart.draw_series(std::iter::once(Polygon::new(band, c.mix(0.18).filled())))?;
             chart
-                .draw_series(LineSeries::new(
-                    p.steps.iter().copied().zip(p.scores.iter().copied()),
-                    c.stroke_width(2),
-                ))?
+                .draw_series(LineSeries::new(p.steps.iter().copied().zip(p.scores.iter().copied()), c.stroke_width(2)))?
                 .label("accuracy")
-                .legend(move |(x, y)| {
-                    PathElement::new(vec![(x, y), (x + 24, y)], c.stroke_width(3))
-                });
+                .legend(move |(x, y)| PathElement::new(vec![(x, y), (x + 24, y)], c.stroke_width(3)));
             chart
                 .draw_series(std::iter::once(Circle::new(p.best, 8, RED.filled())))?
                 .label("best checkpoint")
                 .legend(|(x, y)| Circle::new((x + 12, y), 6, RED.filled()));
             let last = (x1, *p.scores.last().unwrap_or(&0.0));
             chart
-                .draw_series(std::iter::once(TriangleMarker::new(
-                    last,
-                    9,
-                    BLACK.filled(),
-                )))?
+                .draw_series(std::iter::once(TriangleMarker::new(last, 9, BLACK.filled())))?
                 .label("final checkpoint")
                 .legend(|(x, y)| TriangleMarker::new((x + 12, y), 6, BLACK.filled()));
             if i == 0 {

@@ -23,13 +23,7 @@ fn learned_at(c: &[bool]) -> usize {
 
 /// Rows sorted by learning checkpoint, then by how often they are correct (most first), then id.
 fn sort_rows(mut rows: Vec<(String, Vec<bool>)>) -> Vec<(String, Vec<bool>)> {
-    rows.sort_by_key(|(id, c)| {
-        (
-            learned_at(c),
-            std::cmp::Reverse(c.iter().filter(|&&x| x).count()),
-            id.clone(),
-        )
-    });
+    rows.sort_by_key(|(id, c)| (learned_at(c), std::cmp::Reverse(c.iter().filter(|&&x| x).count()), id.clone()));
     rows
 }
 
@@ -49,11 +43,7 @@ impl Figure for Fig {
         for (i, (p, area)) in self.0.iter().zip(&panels).enumerate() {
             let n = p.correct.len();
             let m = p.steps.len();
-            let dx = if m > 1 {
-                p.steps[m - 1] - p.steps[m - 2]
-            } else {
-                1.0
-            };
+            let dx = if m > 1 { p.steps[m - 1] - p.steps[m - 2] } else { 1.0 };
             let x1 = p.steps[m - 1] + dx;
             let mut chart = panel(area, &format!("{} ({} examples)", p.task, n), 64)
                 .build_cartesian_2d(p.steps[0]..x1, 0f64..n as f64)?;
@@ -86,10 +76,7 @@ impl Figure for Fig {
                             t += 1;
                         }
                         let end = if t < m { p.steps[t] } else { x1 };
-                        cells.push(Rectangle::new(
-                            [(p.steps[start], y), (end, y + 1.0)],
-                            c.filled(),
-                        ));
+                        cells.push(Rectangle::new([(p.steps[start], y), (end, y + 1.0)], c.filled()));
                     } else {
                         t += 1;
                     }
@@ -107,19 +94,13 @@ fn main() -> Result<()> {
     let examples = run.examples("eval")?;
     let mut panels = vec![];
     for task in task_names(examples.iter().map(|r| r.task.as_str())) {
-        let mut steps: Vec<u64> = examples
-            .iter()
-            .filter(|r| r.task == task)
-            .map(|r| r.step)
-            .collect();
+        let mut steps: Vec<u64> = examples.iter().filter(|r| r.task == task).map(|r| r.step).collect();
         steps.sort_unstable();
         steps.dedup();
         let col: BTreeMap<u64, usize> = steps.iter().enumerate().map(|(i, s)| (*s, i)).collect();
         let mut by_id: BTreeMap<String, Vec<bool>> = BTreeMap::new();
         for r in examples.iter().filter(|r| r.task == task) {
-            by_id
-                .entry(r.example_id.clone())
-                .or_insert_with(|| vec![false; steps.len()])[col[&r.step]] = r.correct;
+            by_id.entry(r.example_id.clone()).or_insert_with(|| vec![false; steps.len()])[col[&r.step]] = r.correct;
         }
         let rows = sort_rows(by_id.into_iter().collect());
         panels.push(Panel {

@@ -25,10 +25,7 @@ fn histogram(rates: &[f64]) -> Vec<f64> {
     for r in rates {
         counts[((r / BIN).floor() as usize).min(bins - 1)] += 1;
     }
-    counts
-        .into_iter()
-        .map(|c| c as f64 / rates.len() as f64)
-        .collect()
+    counts.into_iter().map(|c| c as f64 / rates.len() as f64).collect()
 }
 
 struct Fig(Vec<Panel>);
@@ -42,11 +39,7 @@ impl Figure for Fig {
     where
         DB::ErrorType: 'static,
     {
-        let x1 = self
-            .0
-            .iter()
-            .map(|p| p.hist.len() as f64 * BIN)
-            .fold(0.1, f64::max);
+        let x1 = self.0.iter().map(|p| p.hist.len() as f64 * BIN).fold(0.1, f64::max);
         let panels = task_grid(root, "Per-example flip rate over all checkpoints (bars), its mean (dashed) and the MTV of the task score (solid)", self.0.len())?;
         for (i, (p, area)) in self.0.iter().zip(&panels).enumerate() {
             let mut chart = panel(area, &p.task, 64).build_cartesian_2d(0f64..x1, 0f64..1.0)?;
@@ -59,10 +52,7 @@ impl Figure for Fig {
             )?;
             let c = color(i);
             chart.draw_series(p.hist.iter().enumerate().map(|(b, &f)| {
-                Rectangle::new(
-                    [(b as f64 * BIN, 0.0), ((b + 1) as f64 * BIN, f)],
-                    c.mix(0.75).filled(),
-                )
+                Rectangle::new([(b as f64 * BIN, 0.0), ((b + 1) as f64 * BIN, f)], c.mix(0.75).filled())
             }))?;
             chart
                 .draw_series(DashedLineSeries::new(
@@ -72,14 +62,9 @@ impl Figure for Fig {
                     BLACK.stroke_width(2),
                 ))?
                 .label(format!("mean flip rate {:.3}", p.mean_flip))
-                .legend(|(x, y)| {
-                    PathElement::new(vec![(x, y), (x + 24, y)], BLACK.stroke_width(2))
-                });
+                .legend(|(x, y)| PathElement::new(vec![(x, y), (x + 24, y)], BLACK.stroke_width(2)));
             chart
-                .draw_series(LineSeries::new(
-                    [(p.task_mtv, 0.0), (p.task_mtv, 1.0)],
-                    RED.stroke_width(2),
-                ))?
+                .draw_series(LineSeries::new([(p.task_mtv, 0.0), (p.task_mtv, 1.0)], RED.stroke_width(2)))?
                 .label(format!("task-score MTV {:.3}", p.task_mtv))
                 .legend(|(x, y)| PathElement::new(vec![(x, y), (x + 24, y)], RED.stroke_width(2)));
             legend(&mut chart, SeriesLabelPosition::UpperRight, 15)?;
@@ -95,21 +80,13 @@ fn main() -> Result<()> {
     let tasks = run.task_metrics()?;
     let mut panels = vec![];
     for task in task_names(examples.iter().map(|e| e.task.as_str())) {
-        let rates: Vec<f64> = examples
-            .iter()
-            .filter(|e| e.task == task && e.window == "all")
-            .map(|e| e.flip_rate)
-            .collect();
+        let rates: Vec<f64> =
+            examples.iter().filter(|e| e.task == task && e.window == "all").map(|e| e.flip_rate).collect();
         let tm = tasks
             .iter()
             .find(|m| m.task == task && m.window == "all")
             .with_context(|| format!("analysis/task_metrics.csv: no `all` row for {task}"))?;
-        panels.push(Panel {
-            task,
-            hist: histogram(&rates),
-            mean_flip: mean(&rates),
-            task_mtv: tm.mtv,
-        });
+        panels.push(Panel { task, hist: histogram(&rates), mean_flip: mean(&rates), task_mtv: tm.mtv });
     }
     Output::new(&args.out, "fig3_flip_rates")?.figure(&Fig(panels), &run)
 }

@@ -5,9 +5,7 @@
 
 use anyhow::{bail, Result};
 use clap::Parser;
-use experiments::plot::{
-    int_label, legend, mesh, method_color, padded, panel, task_grid, two_decimals, Figure,
-};
+use experiments::plot::{int_label, legend, mesh, method_color, padded, panel, task_grid, two_decimals, Figure};
 use experiments::{curve, task_names, Args, Output, Run};
 use plotters::coord::Shift;
 use plotters::prelude::*;
@@ -43,19 +41,10 @@ impl Figure for Fig {
         let panels = task_grid(root, "Final stage: single checkpoints vs the smoothing baseline, checkpoint averaging and ensembling (mean of option distributions) over the last k checkpoints", self.0.len())?;
         for (i, (p, area)) in self.0.iter().zip(&panels).enumerate() {
             let xs = p.curves[0].iter().map(|q| q.0);
-            let (x0, x1) = (
-                xs.clone().fold(f64::INFINITY, f64::min),
-                xs.fold(f64::NEG_INFINITY, f64::max),
-            );
+            let (x0, x1) = (xs.clone().fold(f64::INFINITY, f64::min), xs.fold(f64::NEG_INFINITY, f64::max));
             let yr = padded(p.curves.iter().flatten().map(|q| q.1));
             let mut chart = panel(area, &p.task, 64).build_cartesian_2d(x0..x1, yr)?;
-            mesh(
-                &mut chart,
-                "training step",
-                "accuracy",
-                &int_label,
-                &two_decimals,
-            )?;
+            mesh(&mut chart, "training step", "accuracy", &int_label, &two_decimals)?;
             for ((label, method, k, _), pts) in VARIANTS.iter().zip(&p.curves) {
                 let c = method_color(method);
                 let style = c.stroke_width(if *method == "single" { 2 } else { 3 });
@@ -88,10 +77,7 @@ impl Figure for Fig {
 fn main() -> Result<()> {
     let args = Args::parse();
     let run = Run::new(&args.run)?;
-    let tables = VARIANTS
-        .iter()
-        .map(|v| run.tasks(v.3))
-        .collect::<Result<Vec<_>>>()?;
+    let tables = VARIANTS.iter().map(|v| run.tasks(v.3)).collect::<Result<Vec<_>>>()?;
     let mut panels = vec![];
     for task in task_names(tables[0].iter().map(|r| r.task.as_str())) {
         let curves: Vec<Vec<(f64, f64)>> = tables
@@ -114,18 +100,12 @@ fn main() -> Result<()> {
             continue;
         }
         // the steps that every variant was scored at
-        let shared: Vec<f64> = curves[0]
-            .iter()
-            .map(|q| q.0)
-            .filter(|s| curves.iter().all(|c| c.iter().any(|q| q.0 == *s)))
-            .collect();
+        let shared: Vec<f64> =
+            curves[0].iter().map(|q| q.0).filter(|s| curves.iter().all(|c| c.iter().any(|q| q.0 == *s))).collect();
         if shared.len() < 2 {
             bail!("{task}: fewer than two steps are shared by single, averaged and ensembled tables; run `just reproduce`");
         }
-        let curves = curves
-            .into_iter()
-            .map(|c| c.into_iter().filter(|q| shared.contains(&q.0)).collect())
-            .collect();
+        let curves = curves.into_iter().map(|c| c.into_iter().filter(|q| shared.contains(&q.0)).collect()).collect();
         panels.push(Panel { task, curves });
     }
     Output::new(&args.out, "fig4_integration")?.figure(&Fig(panels), &run)

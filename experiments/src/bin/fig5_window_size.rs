@@ -12,11 +12,7 @@ use experiments::{mean, task_names, Args, Output, Run};
 use plotters::coord::Shift;
 use plotters::prelude::*;
 
-const METRICS: [&str; 3] = [
-    "MTV of the task score",
-    "mean example flip rate",
-    "mean instability score (IS)",
-];
+const METRICS: [&str; 3] = ["MTV of the task score", "mean example flip rate", "mean instability score (IS)"];
 
 fn metric(r: &StabilityRow, i: usize) -> Option<f64> {
     [Some(r.mtv), r.flip_rate, r.instability][i]
@@ -30,43 +26,29 @@ fn lines(rows: &[StabilityRow], i: usize) -> Lines {
     ["smoothing", "average", "ensemble"]
         .into_iter()
         .map(|method| {
-            let mut ks: Vec<usize> = rows
-                .iter()
-                .filter(|r| r.method == method || r.method == "single")
-                .map(|r| r.k)
-                .collect();
+            let mut ks: Vec<usize> =
+                rows.iter().filter(|r| r.method == method || r.method == "single").map(|r| r.k).collect();
             ks.sort_unstable();
             ks.dedup();
             let value = |task: &str, k: usize| {
                 rows.iter()
-                    .find(|r| {
-                        r.task == task
-                            && r.k == k
-                            && (r.method == method || (k == 1 && r.method == "single"))
-                    })
+                    .find(|r| r.task == task && r.k == k && (r.method == method || (k == 1 && r.method == "single")))
                     .and_then(|r| metric(r, i))
             };
             let per_task: Vec<Vec<(f64, f64)>> = tasks
                 .iter()
-                .map(|t| {
-                    ks.iter()
-                        .filter_map(|&k| value(t, k).map(|v| ((k as f64).log2(), v)))
-                        .collect()
-                })
+                .map(|t| ks.iter().filter_map(|&k| value(t, k).map(|v| ((k as f64).log2(), v))).collect())
                 .collect();
             let means = ks
                 .iter()
-                .map(|&k| {
-                    (
-                        (k as f64).log2(),
-                        mean(&tasks.iter().filter_map(|t| value(t, k)).collect::<Vec<_>>()),
-                    )
-                })
+                .map(|&k| ((k as f64).log2(), mean(&tasks.iter().filter_map(|t| value(t, k)).collect::<Vec<_>>())))
                 .collect();
             (method, per_task, means)
         })
         // the smoothing baseline has no example-level measures
-        .filter(|(_, _, means): &(&str, Vec<Vec<(f64, f64)>>, Vec<(f64, f64)>)| means.iter().filter(|q| q.1.is_finite()).count() > 1)
+        .filter(|(_, _, means): &(&str, Vec<Vec<(f64, f64)>>, Vec<(f64, f64)>)| {
+            means.iter().filter(|q| q.1.is_finite()).count() > 1
+        })
         .collect()
 }
 
@@ -92,16 +74,8 @@ impl Figure for Fig {
         let panels = titled_grid(root, "Fluctuation over the final stage against the number k of checkpoints integrated (k = 1: single checkpoints)", 1, 3)?;
         for ((title, lines), area) in METRICS.iter().zip(&self.0).zip(&panels) {
             // x is log2 k, labelled with k
-            let kmax = lines
-                .iter()
-                .flat_map(|l| l.2.iter().map(|q| q.0))
-                .fold(1.0, f64::max);
-            let yr = padded(
-                lines
-                    .iter()
-                    .flat_map(|l| l.1.iter().flatten().chain(&l.2))
-                    .map(|q| q.1),
-            );
+            let kmax = lines.iter().flat_map(|l| l.2.iter().map(|q| q.0)).fold(1.0, f64::max);
+            let yr = padded(lines.iter().flat_map(|l| l.1.iter().flatten().chain(&l.2)).map(|q| q.1));
             let yr = yr.start.max(0.0)..yr.end;
             let mut chart = panel(area, title, 72).build_cartesian_2d(-0.2f64..kmax + 0.2, yr)?;
             chart
@@ -130,9 +104,7 @@ impl Figure for Fig {
                 chart
                     .draw_series(LineSeries::new(means.clone(), c.stroke_width(4)))?
                     .label(format!("{} (mean over tasks)", label(method)))
-                    .legend(move |(x, y)| {
-                        PathElement::new(vec![(x, y), (x + 24, y)], c.stroke_width(4))
-                    });
+                    .legend(move |(x, y)| PathElement::new(vec![(x, y), (x + 24, y)], c.stroke_width(4)));
                 chart.draw_series(means.iter().map(|&q| Circle::new(q, 6, c.filled())))?;
             }
             legend(&mut chart, SeriesLabelPosition::UpperRight, 16)?;
@@ -146,10 +118,7 @@ fn main() -> Result<()> {
     let run = Run::new(&args.run)?;
     let rows = run.stability()?;
     if !rows.iter().any(|r| r.method != "single") {
-        bail!(
-            "{}: analysis/stability.csv has no averaged or ensembled rows; run `just reproduce`",
-            run.dir.display()
-        );
+        bail!("{}: analysis/stability.csv has no averaged or ensembled rows; run `just reproduce`", run.dir.display());
     }
     let fig = Fig((0..METRICS.len()).map(|i| lines(&rows, i)).collect());
     Output::new(&args.out, "fig5_window_size")?.figure(&fig, &run)

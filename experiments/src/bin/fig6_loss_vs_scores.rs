@@ -4,17 +4,14 @@
 
 use anyhow::{bail, Result};
 use clap::Parser;
-use experiments::plot::{
-    color, font, int_label, legend, mesh, padded, panel, titled_grid, two_decimals, Figure,
-};
+use experiments::plot::{color, font, int_label, legend, mesh, padded, panel, titled_grid, two_decimals, Figure};
 use experiments::{curve, task_names, Args, Output, Run};
 use plotters::coord::Shift;
 use plotters::prelude::*;
 
 /// Sum of |increments| over (max - min); None for a constant curve.
 fn roughness(y: &[f64]) -> Option<f64> {
-    let span = y.iter().cloned().fold(f64::NEG_INFINITY, f64::max)
-        - y.iter().cloned().fold(f64::INFINITY, f64::min);
+    let span = y.iter().cloned().fold(f64::NEG_INFINITY, f64::max) - y.iter().cloned().fold(f64::INFINITY, f64::min);
     (span > 1e-12).then(|| theory::sequence::total_variation(y) / span)
 }
 
@@ -34,43 +31,23 @@ impl Figure for Fig {
     where
         DB::ErrorType: 'static,
     {
-        let panels = titled_grid(
-            root,
-            "Validation loss is smooth, downstream scores are not (same checkpoints)",
-            1,
-            3,
-        )?;
+        let panels =
+            titled_grid(root, "Validation loss is smooth, downstream scores are not (same checkpoints)", 1, 3)?;
         let x1 = self.loss.last().map_or(1.0, |q| q.0);
         let mut chart = panel(&panels[0], "validation loss", 64)
             .build_cartesian_2d(0f64..x1, padded(self.loss.iter().map(|q| q.1)))?;
-        mesh(
-            &mut chart,
-            "training step",
-            "cross-entropy (nats/token)",
-            &int_label,
-            &two_decimals,
-        )?;
+        mesh(&mut chart, "training step", "cross-entropy (nats/token)", &int_label, &two_decimals)?;
         chart.draw_series(LineSeries::new(self.loss.clone(), BLACK.stroke_width(3)))?;
 
-        let mut chart = panel(&panels[1], "downstream accuracy", 64).build_cartesian_2d(
-            0f64..x1,
-            padded(self.scores.iter().flat_map(|s| s.1.iter().map(|q| q.1))),
-        )?;
-        mesh(
-            &mut chart,
-            "training step",
-            "accuracy",
-            &int_label,
-            &two_decimals,
-        )?;
+        let mut chart = panel(&panels[1], "downstream accuracy", 64)
+            .build_cartesian_2d(0f64..x1, padded(self.scores.iter().flat_map(|s| s.1.iter().map(|q| q.1))))?;
+        mesh(&mut chart, "training step", "accuracy", &int_label, &two_decimals)?;
         for (i, (task, pts)) in self.scores.iter().enumerate() {
             let c = color(i);
             chart
                 .draw_series(LineSeries::new(pts.clone(), c.stroke_width(2)))?
                 .label(task.as_str())
-                .legend(move |(x, y)| {
-                    PathElement::new(vec![(x, y), (x + 24, y)], c.stroke_width(3))
-                });
+                .legend(move |(x, y)| PathElement::new(vec![(x, y), (x + 24, y)], c.stroke_width(3)));
         }
         legend(&mut chart, SeriesLabelPosition::UpperLeft, 14)?;
 
@@ -117,21 +94,13 @@ fn main() -> Result<()> {
     let run = Run::new(&args.run)?;
     let log = run.train_log()?;
     let tasks = run.tasks("eval")?;
-    let loss: Vec<(f64, f64)> = log
-        .iter()
-        .filter_map(|r| r.val_loss.map(|v| (r.step as f64, v)))
-        .collect();
+    let loss: Vec<(f64, f64)> = log.iter().filter_map(|r| r.val_loss.map(|v| (r.step as f64, v))).collect();
     if loss.len() < 2 {
-        bail!(
-            "{}: fewer than two validation losses in train_log.csv",
-            run.dir.display()
-        );
+        bail!("{}: fewer than two validation losses in train_log.csv", run.dir.display());
     }
     let mut scores = vec![];
-    let mut rough = vec![(
-        "validation loss".to_string(),
-        roughness(&loss.iter().map(|q| q.1).collect::<Vec<_>>()).unwrap_or(1.0),
-    )];
+    let mut rough =
+        vec![("validation loss".to_string(), roughness(&loss.iter().map(|q| q.1).collect::<Vec<_>>()).unwrap_or(1.0))];
     for task in task_names(tasks.iter().map(|r| r.task.as_str())) {
         let (s, a, _) = curve(&tasks, &task);
         if let Some(r) = roughness(&a) {
@@ -141,14 +110,7 @@ fn main() -> Result<()> {
         }
         scores.push((task, s.into_iter().zip(a).collect()));
     }
-    Output::new(&args.out, "fig6_loss_vs_scores")?.figure(
-        &Fig {
-            loss,
-            scores,
-            rough,
-        },
-        &run,
-    )
+    Output::new(&args.out, "fig6_loss_vs_scores")?.figure(&Fig { loss, scores, rough }, &run)
 }
 
 #[cfg(test)]

@@ -40,11 +40,8 @@ impl Figure for Fig {
     {
         let panels = titled_grid(root, "Pythia (deduped), zero-shot lm-evaluation-harness scores over training, and their final-stage fluctuation by model size", 2, 4)?;
         for (t, task) in PYTHIA_TASKS[..DRAWN].iter().enumerate() {
-            let yr = experiments::plot::padded(
-                self.0.iter().flat_map(|m| m.curves[t].1.iter().copied()),
-            );
-            let mut chart =
-                panel(&panels[t], task, 64).build_cartesian_2d((1f64..2e5).log_scale(), yr)?;
+            let yr = experiments::plot::padded(self.0.iter().flat_map(|m| m.curves[t].1.iter().copied()));
+            let mut chart = panel(&panels[t], task, 64).build_cartesian_2d((1f64..2e5).log_scale(), yr)?;
             chart
                 .configure_mesh()
                 .x_desc("training step + 1 (log scale)")
@@ -58,51 +55,32 @@ impl Figure for Fig {
                 .draw()?;
             for (i, m) in self.0.iter().enumerate() {
                 let c = color(i);
-                let pts: Vec<(f64, f64)> = m.curves[t]
-                    .0
-                    .iter()
-                    .map(|s| s + 1.0)
-                    .zip(m.curves[t].1.iter().copied())
-                    .collect();
+                let pts: Vec<(f64, f64)> =
+                    m.curves[t].0.iter().map(|s| s + 1.0).zip(m.curves[t].1.iter().copied()).collect();
                 chart
                     .draw_series(LineSeries::new(pts, c.stroke_width(2)))?
                     .label(m.name.as_str())
-                    .legend(move |(x, y)| {
-                        PathElement::new(vec![(x, y), (x + 24, y)], c.stroke_width(3))
-                    });
+                    .legend(move |(x, y)| PathElement::new(vec![(x, y), (x + 24, y)], c.stroke_width(3)));
             }
             if t == 0 {
                 legend(&mut chart, SeriesLabelPosition::UpperLeft, 14)?;
             }
         }
         let sizes = self.0.iter().map(|m| m.params);
-        let xr =
-            (sizes.clone().fold(f64::INFINITY, f64::min) / 1.5)..(sizes.fold(0.0, f64::max) * 1.5);
+        let xr = (sizes.clone().fold(f64::INFINITY, f64::min) / 1.5)..(sizes.fold(0.0, f64::max) * 1.5);
         let panels_metrics: [(&str, &str, fn(&TaskMetrics) -> Option<f64>); 2] = [
-            (
-                "final-stage MTV of the task score",
-                "MTV (mean |change| of accuracy)",
-                |m| Some(m.mtv),
-            ),
-            (
-                "final-stage MTV / independent-binomial MTV (upper bound on noise)",
-                "ratio",
-                |m| m.binomial_bound_ratio,
-            ),
+            ("final-stage MTV of the task score", "MTV (mean |change| of accuracy)", |m| Some(m.mtv)),
+            ("final-stage MTV / independent-binomial MTV (upper bound on noise)", "ratio", |m| m.binomial_bound_ratio),
         ];
         for (p, (title, ydesc, f)) in panels_metrics.iter().enumerate() {
-            let values: Vec<f64> = self
-                .0
-                .iter()
-                .flat_map(|m| m.last.iter().filter_map(f))
-                .collect();
+            let values: Vec<f64> = self.0.iter().flat_map(|m| m.last.iter().filter_map(f)).collect();
             let top = values.iter().cloned().fold(0.0, f64::max) * 1.1;
             let title = match (&self.1, p) {
                 (Some(s), 0) => format!("{title}: pooled slope {:+.3} [{:+.3}, {:+.3}]", s.slope, s.ci_low, s.ci_high),
                 _ => title.to_string(),
             };
-            let mut chart = panel(&panels[6 + p], &title, 72)
-                .build_cartesian_2d(xr.clone().log_scale(), 0f64..top.max(1e-3))?;
+            let mut chart =
+                panel(&panels[6 + p], &title, 72).build_cartesian_2d(xr.clone().log_scale(), 0f64..top.max(1e-3))?;
             chart
                 .configure_mesh()
                 .x_desc("parameters (log scale)")
@@ -122,35 +100,19 @@ impl Figure for Fig {
                 .draw()?;
             for (t, task) in PYTHIA_TASKS[..DRAWN].iter().enumerate() {
                 let c = color(t);
-                let pts: Vec<(f64, f64)> = self
-                    .0
-                    .iter()
-                    .filter_map(|m| f(&m.last[t]).map(|v| (m.params, v)))
-                    .collect();
+                let pts: Vec<(f64, f64)> = self.0.iter().filter_map(|m| f(&m.last[t]).map(|v| (m.params, v))).collect();
                 chart
                     .draw_series(LineSeries::new(pts.clone(), c.stroke_width(2)))?
                     .label(*task)
-                    .legend(move |(x, y)| {
-                        PathElement::new(vec![(x, y), (x + 24, y)], c.stroke_width(3))
-                    });
+                    .legend(move |(x, y)| PathElement::new(vec![(x, y), (x + 24, y)], c.stroke_width(3)));
                 chart.draw_series(pts.into_iter().map(|q| Circle::new(q, 5, c.filled())))?;
             }
-            let means: Vec<(f64, f64)> = self
-                .0
-                .iter()
-                .map(|m| {
-                    (
-                        m.params,
-                        mean(&m.last.iter().filter_map(f).collect::<Vec<_>>()),
-                    )
-                })
-                .collect();
+            let means: Vec<(f64, f64)> =
+                self.0.iter().map(|m| (m.params, mean(&m.last.iter().filter_map(f).collect::<Vec<_>>()))).collect();
             chart
                 .draw_series(LineSeries::new(means, BLACK.stroke_width(4)))?
                 .label("mean over tasks")
-                .legend(|(x, y)| {
-                    PathElement::new(vec![(x, y), (x + 24, y)], BLACK.stroke_width(4))
-                });
+                .legend(|(x, y)| PathElement::new(vec![(x, y), (x + 24, y)], BLACK.stroke_width(4)));
             if p == 0 {
                 legend(&mut chart, SeriesLabelPosition::UpperRight, 14)?;
             }
@@ -173,12 +135,7 @@ fn main() -> Result<()> {
                 (s, a)
             })
             .collect();
-        models.push(Model {
-            name: m.name,
-            params: m.params,
-            curves,
-            last: m.last[..DRAWN].to_vec(),
-        });
+        models.push(Model { name: m.name, params: m.params, curves, last: m.last[..DRAWN].to_vec() });
     }
     Output::new(&args.out, "fig7_pythia")?.figure(&Fig(models, trend.pooled), &run)
 }

@@ -14,7 +14,12 @@ use experiments::{mean, Args, Output, Run};
 use plotters::coord::Shift;
 use plotters::prelude::*;
 
-const METHODS: [(&str, usize, &str); 4] = [("single", 1, "single checkpoints"), ("smoothing", 16, "smoothing baseline k=16"), ("average", 16, "average k=16"), ("ensemble", 16, "ensemble k=16")];
+const METHODS: [(&str, usize, &str); 4] = [
+    ("single", 1, "single checkpoints"),
+    ("smoothing", 16, "smoothing baseline k=16"),
+    ("average", 16, "average k=16"),
+    ("ensemble", 16, "ensemble k=16"),
+];
 
 /// (label, [(method index, pooled MTV)]) per category of an axis.
 type Categories = Vec<(String, Vec<(usize, f64)>)>;
@@ -48,7 +53,11 @@ where
 fn category_label(names: &[String]) -> impl Fn(&f64) -> String + '_ {
     move |v: &f64| {
         let i = v.round();
-        if (v - i).abs() < 1e-6 && i >= 0.0 && (i as usize) < names.len() { names[i as usize].clone() } else { String::new() }
+        if (v - i).abs() < 1e-6 && i >= 0.0 && (i as usize) < names.len() {
+            names[i as usize].clone()
+        } else {
+            String::new()
+        }
     }
 }
 
@@ -65,50 +74,107 @@ impl Figure for Fig {
         // (a) seeds
         let (group, spread) = &self.seeds;
         let n_seeds = group.split(", ").count();
-        let title = if n_seeds < 2 { format!("(a) seeds ({group}; the between-seed sd needs 2 or more)") } else { format!("(a) seeds ({group}): tasks above chance") };
+        let title = if n_seeds < 2 {
+            format!("(a) seeds ({group}; the between-seed sd needs 2 or more)")
+        } else {
+            format!("(a) seeds ({group}): tasks above chance")
+        };
         if spread.is_empty() {
             empty(&panels[0], &title, "no task is above chance in every run of the group")?;
         } else {
             let names: Vec<String> = spread.iter().map(|s| s.task.clone()).collect();
-            let ys = spread.iter().flat_map(|s| [s.within_run_sd, s.within_run_mtv].into_iter().chain(s.between_seed_ci.map(|c| c.1)));
+            let ys = spread
+                .iter()
+                .flat_map(|s| [s.within_run_sd, s.within_run_mtv].into_iter().chain(s.between_seed_ci.map(|c| c.1)));
             let yr = padded(ys);
-            let mut chart = panel(&panels[0], &title, 72).build_cartesian_2d(-0.5f64..names.len() as f64 - 0.5, yr.start.max(0.0)..yr.end)?;
+            let mut chart = panel(&panels[0], &title, 72)
+                .build_cartesian_2d(-0.5f64..names.len() as f64 - 0.5, yr.start.max(0.0)..yr.end)?;
             let labels = category_label(&names);
-            chart.configure_mesh().x_labels(names.len() * 2 + 1).x_label_formatter(&labels).y_label_formatter(&|v| format!("{v:.3}")).y_desc("accuracy points (sd or MTV)").label_style(font(15)).axis_desc_style(font(17)).light_line_style(TRANSPARENT).bold_line_style(RGBColor(225, 225, 225)).draw()?;
+            chart
+                .configure_mesh()
+                .x_labels(names.len() * 2 + 1)
+                .x_label_formatter(&labels)
+                .y_label_formatter(&|v| format!("{v:.3}"))
+                .y_desc("accuracy points (sd or MTV)")
+                .label_style(font(15))
+                .axis_desc_style(font(17))
+                .light_line_style(TRANSPARENT)
+                .bold_line_style(RGBColor(225, 225, 225))
+                .draw()?;
             let seeds = spread[0].seeds;
             let c = RGBColor(0, 0, 0);
             if spread.iter().any(|s| s.between_seed_sd.is_some()) {
-                chart.draw_series(spread.iter().enumerate().filter_map(|(i, s)| s.between_seed_ci.map(|(lo, hi)| PathElement::new(vec![(i as f64 - 0.15, lo), (i as f64 - 0.15, hi)], c.stroke_width(2)))))?;
+                chart.draw_series(spread.iter().enumerate().filter_map(|(i, s)| {
+                    s.between_seed_ci.map(|(lo, hi)| {
+                        PathElement::new(vec![(i as f64 - 0.15, lo), (i as f64 - 0.15, hi)], c.stroke_width(2))
+                    })
+                }))?;
                 chart
-                    .draw_series(spread.iter().enumerate().filter_map(|(i, s)| s.between_seed_sd.map(|v| Circle::new((i as f64 - 0.15, v), 7, c.filled()))))?
+                    .draw_series(spread.iter().enumerate().filter_map(|(i, s)| {
+                        s.between_seed_sd.map(|v| Circle::new((i as f64 - 0.15, v), 7, c.filled()))
+                    }))?
                     .label(format!("between-seed sd of the final score ({seeds} seeds, 95%)"))
                     .legend(move |(x, y)| Circle::new((x + 10, y), 6, c.filled()));
             }
             let (c1, c2) = (method_color("single"), method_color("smoothing"));
-            chart.draw_series(spread.iter().enumerate().map(|(i, s)| Cross::new((i as f64 + 0.05, s.within_run_sd), 7, c1.stroke_width(3))))?
+            chart
+                .draw_series(
+                    spread
+                        .iter()
+                        .enumerate()
+                        .map(|(i, s)| Cross::new((i as f64 + 0.05, s.within_run_sd), 7, c1.stroke_width(3))),
+                )?
                 .label("within-run sd over the final stage")
                 .legend(move |(x, y)| Cross::new((x + 10, y), 6, c1.stroke_width(3)));
-            chart.draw_series(spread.iter().enumerate().map(|(i, s)| TriangleMarker::new((i as f64 + 0.2, s.within_run_mtv), 7, c2.filled())))?
+            chart
+                .draw_series(
+                    spread
+                        .iter()
+                        .enumerate()
+                        .map(|(i, s)| TriangleMarker::new((i as f64 + 0.2, s.within_run_mtv), 7, c2.filled())),
+                )?
                 .label("within-run MTV (consecutive checkpoints)")
                 .legend(move |(x, y)| TriangleMarker::new((x + 10, y), 6, c2.filled()));
             legend(&mut chart, SeriesLabelPosition::UpperLeft, 15)?;
         }
         // (b) schedules and (c) sizes: pooled MTV per method
-        let draw_methods = |area: &DrawingArea<DB, Shift>, title: &str, points: &[(f64, Vec<(usize, f64)>)], x_range: std::ops::Range<f64>, x_desc: &str, x_fmt: &dyn Fn(&f64) -> String, labels: usize| -> Result<()> {
+        let draw_methods = |area: &DrawingArea<DB, Shift>,
+                            title: &str,
+                            points: &[(f64, Vec<(usize, f64)>)],
+                            x_range: std::ops::Range<f64>,
+                            x_desc: &str,
+                            x_fmt: &dyn Fn(&f64) -> String,
+                            labels: usize|
+         -> Result<()> {
             let yr = padded(points.iter().flat_map(|p| p.1.iter().map(|q| q.1)));
             let mut chart = panel(area, title, 72).build_cartesian_2d(x_range, yr.start.max(0.0)..yr.end)?;
-            chart.configure_mesh().x_labels(labels).x_label_formatter(x_fmt).y_label_formatter(&|v| format!("{v:.4}")).x_desc(x_desc).y_desc("task MTV, mean over tasks above chance").label_style(font(15)).axis_desc_style(font(17)).light_line_style(TRANSPARENT).bold_line_style(RGBColor(225, 225, 225)).draw()?;
+            chart
+                .configure_mesh()
+                .x_labels(labels)
+                .x_label_formatter(x_fmt)
+                .y_label_formatter(&|v| format!("{v:.4}"))
+                .x_desc(x_desc)
+                .y_desc("task MTV, mean over tasks above chance")
+                .label_style(font(15))
+                .axis_desc_style(font(17))
+                .light_line_style(TRANSPARENT)
+                .bold_line_style(RGBColor(225, 225, 225))
+                .draw()?;
             for (i, (method, _, label)) in METHODS.iter().enumerate() {
                 let c = method_color(method);
                 let off = (i as f64 - 1.5) * 0.08;
-                let pts: Vec<(f64, f64)> = points.iter().filter_map(|(x, v)| v.iter().find(|q| q.0 == i).map(|q| (*x + off, q.1))).collect();
+                let pts: Vec<(f64, f64)> =
+                    points.iter().filter_map(|(x, v)| v.iter().find(|q| q.0 == i).map(|q| (*x + off, q.1))).collect();
                 if pts.is_empty() {
                     continue;
                 }
                 if pts.len() > 1 {
                     chart.draw_series(LineSeries::new(pts.clone(), c.mix(0.5).stroke_width(2)))?;
                 }
-                chart.draw_series(pts.iter().map(|&p| Circle::new(p, 7, c.filled())))?.label(*label).legend(move |(x, y)| Circle::new((x + 10, y), 6, c.filled()));
+                chart
+                    .draw_series(pts.iter().map(|&p| Circle::new(p, 7, c.filled())))?
+                    .label(*label)
+                    .legend(move |(x, y)| Circle::new((x + 10, y), 6, c.filled()));
             }
             legend(&mut chart, SeriesLabelPosition::UpperRight, 15)
         };
@@ -116,16 +182,40 @@ impl Figure for Fig {
             empty(&panels[1], "(b) LR schedule", "no run at the default size")?;
         } else {
             let names: Vec<String> = self.schedules.iter().map(|c| c.0.clone()).collect();
-            let pts: Vec<(f64, Vec<(usize, f64)>)> = self.schedules.iter().enumerate().map(|(i, c)| (i as f64, c.1.clone())).collect();
+            let pts: Vec<(f64, Vec<(usize, f64)>)> =
+                self.schedules.iter().enumerate().map(|(i, c)| (i as f64, c.1.clone())).collect();
             let labels = category_label(&names);
-            draw_methods(&panels[1], "(b) LR schedule, default size", &pts, -0.5..names.len() as f64 - 0.5, "learning-rate schedule (runs: mean over seeds)", &labels, names.len() * 2 + 1)?;
+            draw_methods(
+                &panels[1],
+                "(b) LR schedule, default size",
+                &pts,
+                -0.5..names.len() as f64 - 0.5,
+                "learning-rate schedule (runs: mean over seeds)",
+                &labels,
+                names.len() * 2 + 1,
+            )?;
         }
         if self.sizes.len() < 2 {
-            empty(&panels[2], "(c) model size, cosine schedule", &format!("{} size(s) committed; the size axis needs 2 or more", self.sizes.len()))?;
+            empty(
+                &panels[2],
+                "(c) model size, cosine schedule",
+                &format!("{} size(s) committed; the size axis needs 2 or more", self.sizes.len()),
+            )?;
         } else {
             let xs: Vec<f64> = self.sizes.iter().map(|s| s.0).collect();
-            let (lo, hi) = (xs.iter().cloned().fold(f64::INFINITY, f64::min), xs.iter().cloned().fold(f64::NEG_INFINITY, f64::max));
-            draw_methods(&panels[2], "(c) model size, cosine schedule", &self.sizes, lo - 0.3..hi + 0.3, "parameters (log scale)", &|v: &f64| format!("{:.1}M", 10f64.powf(*v) / 1e6), 6)?;
+            let (lo, hi) = (
+                xs.iter().cloned().fold(f64::INFINITY, f64::min),
+                xs.iter().cloned().fold(f64::NEG_INFINITY, f64::max),
+            );
+            draw_methods(
+                &panels[2],
+                "(c) model size, cosine schedule",
+                &self.sizes,
+                lo - 0.3..hi + 0.3,
+                "parameters (log scale)",
+                &|v: &f64| format!("{:.1}M", 10f64.powf(*v) / 1e6),
+                6,
+            )?;
         }
         Ok(())
     }
@@ -142,10 +232,16 @@ fn main() -> Result<()> {
     let default_params = seeds[0].params;
     let mut schedules: Categories = vec![];
     for g in groups.iter().filter(|g| g[0].params == default_params) {
-        schedules.push((format!("{} ({} run{})", g[0].schedule, g.len(), if g.len() > 1 { "s" } else { "" }), pooled(g)));
+        schedules
+            .push((format!("{} ({} run{})", g[0].schedule, g.len(), if g.len() > 1 { "s" } else { "" }), pooled(g)));
     }
-    let mut sizes: Vec<(f64, Vec<(usize, f64)>)> = groups.iter().filter(|g| g[0].schedule == "cosine").map(|g| ((g[0].params as f64).log10(), pooled(g))).collect();
+    let mut sizes: Vec<(f64, Vec<(usize, f64)>)> = groups
+        .iter()
+        .filter(|g| g[0].schedule == "cosine")
+        .map(|g| ((g[0].params as f64).log10(), pooled(g)))
+        .collect();
     sizes.sort_by(|a, b| a.0.total_cmp(&b.0));
-    let fig = Fig { seeds: (seeds.iter().map(|r| r.name.as_str()).collect::<Vec<_>>().join(", "), spread), schedules, sizes };
+    let fig =
+        Fig { seeds: (seeds.iter().map(|r| r.name.as_str()).collect::<Vec<_>>().join(", "), spread), schedules, sizes };
     Output::new(&args.out, "fig8_study")?.figure(&fig, &prov)
 }

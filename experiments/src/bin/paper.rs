@@ -24,9 +24,7 @@ struct Args {
 /// `to` relative to the folder `from` (both relative to the same base, or both absolute).
 fn relative(from: &Path, to: &Path) -> PathBuf {
     fn norm(p: &Path) -> Vec<Component<'_>> {
-        p.components()
-            .filter(|c| !matches!(c, Component::CurDir))
-            .collect()
+        p.components().filter(|c| !matches!(c, Component::CurDir)).collect()
     }
     let (f, t) = (norm(from), norm(to));
     let common = f.iter().zip(&t).take_while(|(a, b)| a == b).count();
@@ -44,9 +42,9 @@ fn expand(template: &str, mut fill: impl FnMut(&str) -> Result<String>) -> Resul
     let mut rest = template;
     while let Some(i) = rest.find("{{") {
         out += &rest[..i];
-        let j = rest[i..].find("}}").with_context(|| {
-            format!("unclosed `{{{{` at {:?}", &rest[i..rest.len().min(i + 30)])
-        })?;
+        let j = rest[i..]
+            .find("}}")
+            .with_context(|| format!("unclosed `{{{{` at {:?}", &rest[i..rest.len().min(i + 30)]))?;
         out += &fill(rest[i + 2..i + j].trim())?;
         rest = &rest[i + j + 2..];
     }
@@ -71,10 +69,7 @@ fn main() -> Result<()> {
             return Ok(String::from("{{provenance}}")); // filled below, once every table is in
         }
         let Some(name) = key.strip_prefix("table:") else {
-            bail!(
-                "{}: unknown placeholder {{{{{key}}}}}",
-                args.template.display()
-            )
+            bail!("{}: unknown placeholder {{{{{key}}}}}", args.template.display())
         };
         sidecars.push(args.figures.join(format!("{name}.provenance.json")));
         let p = run.file(&format!("{name}.md"))?;
@@ -83,30 +78,19 @@ fn main() -> Result<()> {
     // every image the paper points at must exist
     let marker = format!("]({}/", rel.display());
     for (i, _) in text.match_indices(&marker) {
-        let name: String = text[i + marker.len()..]
-            .chars()
-            .take_while(|c| *c != ')')
-            .collect();
+        let name: String = text[i + marker.len()..].chars().take_while(|c| *c != ')').collect();
         sidecars.push(args.figures.join(name.replace(".png", ".provenance.json")));
-        run.file(&name)
-            .with_context(|| format!("{}: the paper shows {name}", args.template.display()))?;
+        run.file(&name).with_context(|| format!("{}: the paper shows {name}", args.template.display()))?;
     }
     let mut prov = String::from("| output | commit | inputs |\n|---|---|---|\n");
     for s in &sidecars {
-        let v: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(
-            run.file(&s.file_name().unwrap().to_string_lossy())?,
-        )?)
-        .with_context(|| format!("{}: not JSON", s.display()))?;
-        let inputs: Vec<&str> = v["inputs"]
-            .as_array()
-            .map(|a| a.iter().filter_map(|i| i["path"].as_str()).collect())
-            .unwrap_or_default();
+        let v: serde_json::Value =
+            serde_json::from_str(&std::fs::read_to_string(run.file(&s.file_name().unwrap().to_string_lossy())?)?)
+                .with_context(|| format!("{}: not JSON", s.display()))?;
+        let inputs: Vec<&str> =
+            v["inputs"].as_array().map(|a| a.iter().filter_map(|i| i["path"].as_str()).collect()).unwrap_or_default();
         let mut folders: Vec<String> = vec![];
-        for f in inputs.iter().map(|p| {
-            Path::new(p)
-                .parent()
-                .map_or(String::new(), |d| d.display().to_string())
-        }) {
+        for f in inputs.iter().map(|p| Path::new(p).parent().map_or(String::new(), |d| d.display().to_string())) {
             if !folders.contains(&f) {
                 folders.push(f);
             }
@@ -121,17 +105,9 @@ fn main() -> Result<()> {
     }
     let text = text.replace("{{provenance}}", prov.trim_end());
     if args.out.extension().is_none_or(|e| e != "md") {
-        bail!(
-            "{}: the paper is Markdown; name it *.md",
-            args.out.display()
-        );
+        bail!("{}: the paper is Markdown; name it *.md", args.out.display());
     }
-    let stem = args
-        .out
-        .file_stem()
-        .unwrap_or_default()
-        .to_string_lossy()
-        .to_string();
+    let stem = args.out.file_stem().unwrap_or_default().to_string_lossy().to_string();
     Output::new(&paper_dir, &stem)?.files(&[("md", text.into_bytes())], &run)
 }
 
@@ -141,18 +117,9 @@ mod tests {
 
     #[test]
     fn relative_paths_between_sibling_and_nested_folders() {
-        assert_eq!(
-            relative(Path::new("paper"), Path::new("figures")),
-            PathBuf::from("../figures")
-        );
-        assert_eq!(
-            relative(Path::new("runs/smoke"), Path::new("runs/smoke/figures")),
-            PathBuf::from("figures")
-        );
-        assert_eq!(
-            relative(Path::new("./a"), Path::new("a")),
-            PathBuf::from(".")
-        );
+        assert_eq!(relative(Path::new("paper"), Path::new("figures")), PathBuf::from("../figures"));
+        assert_eq!(relative(Path::new("runs/smoke"), Path::new("runs/smoke/figures")), PathBuf::from("figures"));
+        assert_eq!(relative(Path::new("./a"), Path::new("a")), PathBuf::from("."));
     }
 
     #[test]

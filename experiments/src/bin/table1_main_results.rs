@@ -13,12 +13,7 @@ use experiments::{csv_text, markdown_table, mean, task_names, Args, Output, Run}
 
 /// The largest k that both averaging and ensembling were run with.
 fn shared_k(rows: &[StabilityRow]) -> Option<usize> {
-    let ks = |m: &str| {
-        rows.iter()
-            .filter(|r| r.method == m)
-            .map(|r| r.k)
-            .collect::<Vec<_>>()
-    };
+    let ks = |m: &str| rows.iter().filter(|r| r.method == m).map(|r| r.k).collect::<Vec<_>>();
     let (a, e) = (ks("average"), ks("ensemble"));
     a.into_iter().filter(|k| e.contains(k)).max()
 }
@@ -28,10 +23,7 @@ fn main() -> Result<()> {
     let run = Run::new(&args.run)?;
     let rows = run.stability()?;
     let k = shared_k(&rows).with_context(|| {
-        format!(
-            "{}: analysis/stability.csv has no window k shared by averaging and ensembling",
-            run.dir.display()
-        )
+        format!("{}: analysis/stability.csv has no window k shared by averaging and ensembling", run.dir.display())
     })?;
     let methods = [("single", 1), ("average", k), ("ensemble", k)];
     let mut md_rows = vec![];
@@ -43,23 +35,14 @@ fn main() -> Result<()> {
     for task in task_names(rows.iter().map(|r| r.task.as_str())) {
         let found: Vec<&StabilityRow> = methods
             .iter()
-            .filter_map(|(m, k)| {
-                rows.iter()
-                    .find(|r| r.task == task && r.method == *m && r.k == *k)
-            })
+            .filter_map(|(m, k)| rows.iter().find(|r| r.task == task && r.method == *m && r.k == *k))
             .collect();
-        if found.len() < 3
-            || found
-                .iter()
-                .any(|r| r.flip_rate.is_none() || r.instability.is_none())
-        {
+        if found.len() < 3 || found.iter().any(|r| r.flip_rate.is_none() || r.instability.is_none()) {
             eprintln!("{task}: not every method has example-level rows (cloze tasks have no ensemble); left out");
             continue;
         }
-        let values: Vec<f64> = found
-            .iter()
-            .flat_map(|r| [r.mean_score, r.flip_rate.unwrap(), r.instability.unwrap()])
-            .collect();
+        let values: Vec<f64> =
+            found.iter().flat_map(|r| [r.mean_score, r.flip_rate.unwrap(), r.instability.unwrap()]).collect();
         for (c, v) in columns.iter_mut().zip(&values) {
             c.push(*v);
         }
@@ -73,7 +56,11 @@ fn main() -> Result<()> {
         for (c, v) in tl_columns.iter_mut().zip(&tl) {
             c.extend(*v);
         }
-        tl_rows.push(std::iter::once(task.clone()).chain(tl.iter().map(|v| v.map_or("-".into(), |v| format!("{v:.4}")))).collect());
+        tl_rows.push(
+            std::iter::once(task.clone())
+                .chain(tl.iter().map(|v| v.map_or("-".into(), |v| format!("{v:.4}"))))
+                .collect(),
+        );
         csv_rows.push(
             std::iter::once(task.clone())
                 .chain(std::iter::once(found[0].checkpoints.to_string()))
@@ -83,21 +70,21 @@ fn main() -> Result<()> {
         );
     }
     if md_rows.is_empty() {
-        bail!(
-            "{}: no task has single, averaged and ensembled example-level rows",
-            run.dir.display()
-        );
+        bail!("{}: no task has single, averaged and ensembled example-level rows", run.dir.display());
     }
     let means: Vec<f64> = columns.iter().map(|c| mean(c)).collect();
-    md_rows.push(row(
-        &format!("**mean of {} tasks**", columns[0].len()),
-        &means,
-    ));
+    md_rows.push(row(&format!("**mean of {} tasks**", columns[0].len()), &means));
     csv_rows.push(
         ["mean".to_string(), String::new()]
             .into_iter()
             .chain(means.iter().map(|v| format!("{v:.6}")))
-            .chain(tl_columns.iter().map(|c| if c.len() == columns[0].len() { format!("{:.6}", mean(c)) } else { String::new() }))
+            .chain(tl_columns.iter().map(|c| {
+                if c.len() == columns[0].len() {
+                    format!("{:.6}", mean(c))
+                } else {
+                    String::new()
+                }
+            }))
             .collect(),
     );
 
@@ -118,9 +105,16 @@ fn main() -> Result<()> {
     let mut md = markdown_table(&header, &md_rows);
     md += &format!("\nScore: mean accuracy over the final-stage steps; MTV: mean over examples of the example-level mean total variation (the flip rate of 0/1 correctness); IS: mean instability score (exact match of the chosen option). Ensembling: mean of the members' option distributions. Run `{}`.\n", run.dir.display());
     let n = tl_rows.len();
-    tl_rows.push(std::iter::once(format!("**mean of {n} tasks**")).chain(tl_columns.iter().map(|c| if c.len() == n { format!("{:.4}", mean(c)) } else { "-".into() })).collect());
+    tl_rows.push(
+        std::iter::once(format!("**mean of {n} tasks**"))
+            .chain(tl_columns.iter().map(|c| if c.len() == n { format!("{:.4}", mean(c)) } else { "-".into() }))
+            .collect(),
+    );
     md += &format!("\nMTV of the task score (accuracy) over the same steps, single checkpoints beside the smoothing baseline of the same window (k-moving average of the single scores: what window overlap alone gives):\n\n");
-    md += &markdown_table(&["task", "single", &format!("smoothing k={k}"), &format!("average k={k}"), &format!("ensemble k={k}")], &tl_rows);
+    md += &markdown_table(
+        &["task", "single", &format!("smoothing k={k}"), &format!("average k={k}"), &format!("ensemble k={k}")],
+        &tl_rows,
+    );
     let csv_header = [
         "task",
         "checkpoints",
@@ -138,11 +132,7 @@ fn main() -> Result<()> {
         "average_task_mtv",
         "ensemble_task_mtv",
     ];
-    Output::new(&args.out, "table1_main_results")?.table(
-        &md,
-        &csv_text(&csv_header, &csv_rows)?,
-        &run,
-    )
+    Output::new(&args.out, "table1_main_results")?.table(&md, &csv_text(&csv_header, &csv_rows)?, &run)
 }
 
 /// One Markdown row: scores plain, the lowest MTV and the lowest IS of the three methods bold.
@@ -151,11 +141,7 @@ fn row(label: &str, v: &[f64]) -> Vec<String> {
     for (i, x) in v.iter().enumerate() {
         let metric = i % 3;
         let best = metric > 0 && (0..3).all(|m| *x <= v[m * 3 + metric] + 1e-12);
-        cells.push(if best {
-            format!("**{x:.3}**")
-        } else {
-            format!("{x:.3}")
-        });
+        cells.push(if best { format!("**{x:.3}**") } else { format!("{x:.3}") });
     }
     cells
 }
@@ -169,18 +155,7 @@ mod tests {
         let cells = row("t", &[0.5, 0.03, 0.04, 0.6, 0.01, 0.02, 0.55, 0.01, 0.03]);
         assert_eq!(
             cells,
-            [
-                "t",
-                "0.500",
-                "0.030",
-                "0.040",
-                "0.600",
-                "**0.010**",
-                "**0.020**",
-                "0.550",
-                "**0.010**",
-                "0.030"
-            ]
+            ["t", "0.500", "0.030", "0.040", "0.600", "**0.010**", "**0.020**", "0.550", "**0.010**", "0.030"]
         );
     }
 }

@@ -25,10 +25,7 @@ struct Summary {
 fn summarise(rows: &[StabilityRow]) -> Vec<Summary> {
     let mut variants: Vec<(String, usize)> = rows.iter().map(|r| (r.method.clone(), r.k)).collect();
     let order = |m: &str| {
-        ["single", "smoothing", "average", "ensemble", "ensemble_vote"]
-            .iter()
-            .position(|x| *x == m)
-            .unwrap_or(5)
+        ["single", "smoothing", "average", "ensemble", "ensemble_vote"].iter().position(|x| *x == m).unwrap_or(5)
     };
     variants.sort_by_key(|(m, k)| (order(m), *k));
     variants.dedup();
@@ -48,30 +45,16 @@ fn summarise(rows: &[StabilityRow]) -> Vec<Summary> {
             })
         })
     });
-    let get = |t: &str, m: &str, k: usize| {
-        rows.iter()
-            .find(|r| r.task == t && r.method == m && r.k == k)
-            .unwrap()
-    };
+    let get = |t: &str, m: &str, k: usize| rows.iter().find(|r| r.task == t && r.method == m && r.k == k).unwrap();
     variants
         .into_iter()
         .map(|(m, k)| {
             let rs: Vec<&StabilityRow> = tasks.iter().map(|t| get(t, &m, k)).collect();
             let base: Vec<&StabilityRow> = tasks.iter().map(|t| get(t, "single", 1)).collect();
-            let f =
-                |g: fn(&StabilityRow) -> f64| mean(&rs.iter().map(|r| g(r)).collect::<Vec<_>>());
-            let lower = |g: fn(&StabilityRow) -> f64| {
-                rs.iter().zip(&base).filter(|(r, b)| g(r) < g(b)).count()
-            };
-            let (mtv, flip, is): (
-                fn(&StabilityRow) -> f64,
-                fn(&StabilityRow) -> f64,
-                fn(&StabilityRow) -> f64,
-            ) = (
-                |r| r.mtv,
-                |r| r.flip_rate.unwrap_or(f64::NAN),
-                |r| r.instability.unwrap_or(f64::NAN),
-            );
+            let f = |g: fn(&StabilityRow) -> f64| mean(&rs.iter().map(|r| g(r)).collect::<Vec<_>>());
+            let lower = |g: fn(&StabilityRow) -> f64| rs.iter().zip(&base).filter(|(r, b)| g(r) < g(b)).count();
+            let (mtv, flip, is): (fn(&StabilityRow) -> f64, fn(&StabilityRow) -> f64, fn(&StabilityRow) -> f64) =
+                (|r| r.mtv, |r| r.flip_rate.unwrap_or(f64::NAN), |r| r.instability.unwrap_or(f64::NAN));
             Summary {
                 tasks: rs.len(),
                 final_score: f(|r| r.final_score),
@@ -94,10 +77,7 @@ fn main() -> Result<()> {
     let rows = run.stability()?;
     let s = summarise(&rows);
     if s.first().map_or(true, |s| s.tasks == 0) {
-        bail!(
-            "{}: analysis/stability.csv has no task with example-level rows for every method",
-            run.dir.display()
-        );
+        bail!("{}: analysis/stability.csv has no task with example-level rows for every method", run.dir.display());
     }
     let n = s[0].tasks;
     let header = [

@@ -17,7 +17,10 @@ fn main() -> Result<()> {
     // the largest window both averaging and ensembling have, and the smallest ensembling window
     let k = [16usize, 8, 4, 2]
         .into_iter()
-        .find(|k| st.iter().any(|r| r.method == "average" && r.k == *k) && st.iter().any(|r| r.method == "ensemble" && r.k == *k))
+        .find(|k| {
+            st.iter().any(|r| r.method == "average" && r.k == *k)
+                && st.iter().any(|r| r.method == "ensemble" && r.k == *k)
+        })
         .context("analysis/stability.csv: averaging and ensembling share no window k")?;
     let small = |method: &str| st.iter().filter(|r| r.method == method && r.k > 1).map(|r| r.k).min().unwrap_or(k);
     let windows = claims::Windows { k, ensemble_small: small("ensemble"), average_small: small("average") };
@@ -25,7 +28,16 @@ fn main() -> Result<()> {
     let trend = experiments::pythia_size_trend(&models);
     let cs = claims::claims(&tm, &diffs, windows, trend.pooled.as_ref(), (trend.smallest, trend.largest));
 
-    let header = ["", "claim of the study", "rule (decided before the data is read)", "estimate", "interval", "verdict", "n for 80% power", "command"];
+    let header = [
+        "",
+        "claim of the study",
+        "rule (decided before the data is read)",
+        "estimate",
+        "interval",
+        "verdict",
+        "n for 80% power",
+        "command",
+    ];
     let row = |c: &claims::Claim, command: String| {
         vec![
             c.id.to_string(),
@@ -38,7 +50,8 @@ fn main() -> Result<()> {
             command,
         ]
     };
-    let rows: Vec<Vec<String>> = cs.iter().map(|c| row(c, format!("`{}`", c.command.replace("RUN", &run.dir.display().to_string())))).collect();
+    let rows: Vec<Vec<String>> =
+        cs.iter().map(|c| row(c, format!("`{}`", c.command.replace("RUN", &run.dir.display().to_string())))).collect();
     let count = |v: Verdict| cs.iter().filter(|c| c.verdict == v).count();
     let mut md = markdown_table(&header, &rows);
     md += &format!(
@@ -51,5 +64,12 @@ fn main() -> Result<()> {
         run.dir.display()
     );
     let csv_rows: Vec<Vec<String>> = cs.iter().map(|c| row(c, c.command.to_string())).collect();
-    Output::new(&args.out, "table3_claims")?.table(&md, &csv_text(&["id", "claim", "rule", "estimate", "interval", "verdict", "n_for_80pct_power", "command"], &csv_rows)?, &run)
+    Output::new(&args.out, "table3_claims")?.table(
+        &md,
+        &csv_text(
+            &["id", "claim", "rule", "estimate", "interval", "verdict", "n_for_80pct_power", "command"],
+            &csv_rows,
+        )?,
+        &run,
+    )
 }

@@ -16,10 +16,22 @@ fn main() -> Result<()> {
     let ratio = trend.largest / trend.smallest;
     let header = ["task", "pooled", "slope", "95% interval", "MTV ratio largest/smallest", "points"];
     let row = |task: &str, pooled: &str, s: Option<&analysis::trend::Slope>| match s {
-        Some(s) => vec![task.to_string(), pooled.into(), format!("{:+.3}", s.slope), format!("[{:+.3}, {:+.3}]", s.ci_low, s.ci_high), format!("{:.2}", ratio.powf(s.slope)), s.points.to_string()],
+        Some(s) => vec![
+            task.to_string(),
+            pooled.into(),
+            format!("{:+.3}", s.slope),
+            format!("[{:+.3}, {:+.3}]", s.ci_low, s.ci_high),
+            format!("{:.2}", ratio.powf(s.slope)),
+            s.points.to_string(),
+        ],
         None => vec![task.to_string(), pooled.into(), "-".into(), "-".into(), "-".into(), "-".into()],
     };
-    let mut rows: Vec<Vec<String>> = trend.per_task.iter().enumerate().map(|(i, (t, s))| row(t, if i < analysis::external::POOLED_TASKS { "yes" } else { "no" }, s.as_ref())).collect();
+    let mut rows: Vec<Vec<String>> = trend
+        .per_task
+        .iter()
+        .enumerate()
+        .map(|(i, (t, s))| row(t, if i < analysis::external::POOLED_TASKS { "yes" } else { "no" }, s.as_ref()))
+        .collect();
     rows.push(row("pooled (task fixed effects)", "-", trend.pooled.as_ref()));
     let mut md = markdown_table(&header, &rows);
     md += &format!(

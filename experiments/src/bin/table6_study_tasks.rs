@@ -8,7 +8,9 @@
 
 use anyhow::Result;
 use clap::Parser;
-use experiments::study::{load_results, seed_groups, seed_spread, size_difference, size_population, size_snr, yardstick};
+use experiments::study::{
+    load_results, seed_groups, seed_spread, size_difference, size_population, size_snr, yardstick,
+};
 use experiments::{csv_text, markdown_table, task_names, Args, Output, Run};
 
 fn main() -> Result<()> {
@@ -22,11 +24,22 @@ fn main() -> Result<()> {
     let tasks = task_names(runs.iter().flat_map(|r| r.tasks.iter().map(|m| m.task.as_str())));
     let mut header: Vec<String> = vec!["task".into(), "n".into(), "chance".into()];
     header.extend(runs.iter().map(|r| r.name.clone()));
-    header.extend(["seeds".into(), "between-seed sd [95%]".into(), "within-run sd".into(), "within-run MTV".into(), "SNR across sizes (signal / noise)".into(), "size difference, largest - smallest [95%]".into()]);
+    header.extend([
+        "seeds".into(),
+        "between-seed sd [95%]".into(),
+        "within-run sd".into(),
+        "within-run MTV".into(),
+        "SNR across sizes (signal / noise)".into(),
+        "size difference, largest - smallest [95%]".into(),
+    ]);
     let mut rows = vec![];
     for t in &tasks {
         let any = runs.iter().find_map(|r| r.task(t)).unwrap();
-        let mut row = vec![t.clone(), any.examples.map_or("-".into(), |n| n.to_string()), any.chance.map_or("-".into(), |c| format!("{c:.3}"))];
+        let mut row = vec![
+            t.clone(),
+            any.examples.map_or("-".into(), |n| n.to_string()),
+            any.chance.map_or("-".into(), |c| format!("{c:.3}")),
+        ];
         for r in &runs {
             row.push(match r.task(t) {
                 Some(m) => format!(
@@ -54,7 +67,9 @@ fn main() -> Result<()> {
             }
             None => row.extend(["-".into(), "-".into(), "-".into(), "-".into()]),
         }
-        row.push(size_snr(&sizes, t).map_or("-".into(), |s| format!("{:.2} ({:.3} / {:.3})", s.snr, s.signal, s.noise)));
+        row.push(
+            size_snr(&sizes, t).map_or("-".into(), |s| format!("{:.2} ({:.3} / {:.3})", s.snr, s.signal, s.noise)),
+        );
         row.push(match size_difference(&runs, t) {
             Some((d, lo, hi, ..)) if lo == hi => format!("{d:+.3} (equal seeds)"),
             Some((d, lo, hi, ..)) => format!("{d:+.3} [{lo:+.3}, {hi:+.3}]"),
@@ -64,7 +79,11 @@ fn main() -> Result<()> {
     }
     let header: Vec<&str> = header.iter().map(String::as_str).collect();
     let mut md = markdown_table(&header, &rows);
-    let chance: Vec<String> = tasks.iter().filter(|t| runs.iter().all(|r| r.task(t).is_none_or(|m| m.above_chance != Some(true)))).cloned().collect();
+    let chance: Vec<String> = tasks
+        .iter()
+        .filter(|t| runs.iter().all(|r| r.task(t).is_none_or(|m| m.above_chance != Some(true))))
+        .cloned()
+        .collect();
     md += &format!(
         "\nFinal accuracy of the last checkpoint with its 95% bootstrap interval over examples; \"(chance)\": the interval contains chance (uniform guessing), so the task is listed but kept out of pooled means. At chance in every run: {}. Seeds: the {} runs {} differ only by init and data seeds; between-seed sd is the sample sd of their final scores (95% chi-square interval, {} values), within-run sd the sd of one run's scores over its final stage and MTV the mean |change| between consecutive checkpoints there (means over the seeds). SNR across sizes (Heineman et al. 2025): over the runs {} (cosine, the same seeds: {} size{}), signal the relative dispersion of their final scores (max - min over the mean), noise the mean relative sd of a run's scores over its final stage; \"-\" below two sizes. With {} sizes the signal is one difference, without an interval, and its noise is checkpoint noise only: a reading, not a test. Size difference: the mean final score over the seeds of the largest cosine size minus the smallest{}, with a 95% t interval from the pooled between-seed variance: the test of a size effect against seed noise.\n",
         if chance.is_empty() { "none".to_string() } else { chance.join(", ") },

@@ -32,7 +32,8 @@ fn main() -> Result<()> {
     let args = Args::parse();
     let prov = Run::new(&args.results)?;
     let runs = load_results(&args.results, &prov)?;
-    let mut header = vec!["run", "schedule", "parameters", "tokens", "init/data seed", "final val loss", "tasks above chance"];
+    let mut header =
+        vec!["run", "schedule", "parameters", "tokens", "init/data seed", "final val loss", "tasks above chance"];
     header.extend(METHODS.iter().map(|m| m.2));
     header.extend(DIFFERENCES.iter().map(|d| d.4));
     let rows: Vec<Vec<String>> = runs
@@ -48,9 +49,12 @@ fn main() -> Result<()> {
                 r.final_val_loss.map_or("-".into(), |v| format!("{v:.4}")),
                 format!("{}/{}", above.len(), r.tasks.len()),
             ];
-            row.extend(METHODS.iter().map(|(m, k, _)| r.pooled_mtv(&above, m, *k).map_or("-".into(), |v| format!("{v:.4}"))));
+            row.extend(
+                METHODS.iter().map(|(m, k, _)| r.pooled_mtv(&above, m, *k).map_or("-".into(), |v| format!("{v:.4}"))),
+            );
             row.extend(DIFFERENCES.iter().map(|(m, k, b, bk, _)| {
-                r.mtv_difference(m, *k, b, *bk).map_or("-".into(), |d| format!("{:.4} [{:.4}, {:.4}]", d.estimate, d.ci_low, d.ci_high))
+                r.mtv_difference(m, *k, b, *bk)
+                    .map_or("-".into(), |d| format!("{:.4} [{:.4}, {:.4}]", d.estimate, d.ci_low, d.ci_high))
             }));
             row
         })

@@ -9,7 +9,9 @@ use lm::config::{Config, Precision};
 /// steps with `warmup_steps` of warm-up and `val_windows` validation windows, a checkpoint every
 /// 10 steps, over `dir/corpus` with the tokenizer at `dir/tok.json`.
 pub fn tiny_config(dir: &Path, steps: u64, warmup_steps: u64, val_windows: i64) -> Config {
-    let text = std::fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/moby_dick_excerpt.txt")).unwrap();
+    let text =
+        std::fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/moby_dick_excerpt.txt"))
+            .unwrap();
     let (a, b) = text.split_at(80_000);
     let corpus = dir.join("corpus");
     std::fs::create_dir_all(&corpus).unwrap();

@@ -35,7 +35,10 @@ pub fn series(min_len: usize) -> impl Strategy<Value = Vec<f64>> {
 /// are finite).
 pub fn members(max_k: usize) -> impl Strategy<Value = Vec<Vec<f64>>> {
     (2usize..8).prop_flat_map(move |n| {
-        prop::collection::vec(prop::collection::vec(1e-6..1.0f64, n).prop_map(|w| theory::mixture::normalise(&w)), 1..=max_k)
+        prop::collection::vec(
+            prop::collection::vec(1e-6..1.0f64, n).prop_map(|w| theory::mixture::normalise(&w)),
+            1..=max_k,
+        )
     })
 }
 

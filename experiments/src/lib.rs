@@ -15,6 +15,8 @@ use analysis::compare::{DifferenceRow, StabilityRow};
 use analysis::{ExampleMetrics, TaskMetrics};
 use anyhow::{bail, Context, Result};
 use records::{ExampleRecord, TaskRecord};
+use run::provenance::{EvalProvenance, Input};
+use run::{Method, RunDir, Variant};
 use serde::de::DeserializeOwned;
 use serde::Deserialize;
 use std::cell::RefCell;
@@ -81,12 +83,21 @@ impl Run {
     }
 
     /// Per-(step, task) scores of one variant: `eval`, `eval-avg-k16`, `ensembled/k4`, ...
-    pub fn tasks(&self, variant: &str) -> Result<Vec<TaskRecord>> {
-        records::read_tasks(&self.file(&format!("{variant}/tasks.parquet"))?)
+    /// The task scores of a variant (`eval/tasks.parquet` for single checkpoints).
+    pub fn tasks(&self, variant: Variant) -> Result<Vec<TaskRecord>> {
+        records::read_tasks(&self.file(&format!("{}/tasks.parquet", self.eval_folder(variant)))?)
     }
 
-    pub fn examples(&self, variant: &str) -> Result<Vec<ExampleRecord>> {
-        records::read_examples(&self.file(&format!("{variant}/examples.parquet"))?)
+    /// The example rows of a variant (`eval/examples.parquet` for single checkpoints).
+    pub fn examples(&self, variant: Variant) -> Result<Vec<ExampleRecord>> {
+        records::read_examples(&self.file(&format!("{}/examples.parquet", self.eval_folder(variant)))?)
+    }
+
+    /// A variant's eval folder relative to the run folder (the smoothing baseline reads the
+    /// single checkpoints').
+    fn eval_folder(&self, variant: Variant) -> String {
+        let v = if variant.method == Method::Smoothing { Variant::SINGLE } else { variant };
+        RunDir::new("").eval_of(v).expect("every method but smoothing has an eval folder").display().to_string()
     }
 
     /// The task metrics of accuracy (the figures' metric).
@@ -224,17 +235,11 @@ impl Output {
             eprintln!("{} {}", if changed { "wrote    " } else { "unchanged" }, p.display());
             outputs.push(serde_json::json!({"path": p, "sha256": output::provenance::sha256_hex(bytes)}));
         }
-        let inputs = run
-            .inputs()
-            .into_iter()
-            .map(|p| Ok(serde_json::json!({"path": p, "sha256": output::provenance::sha256_file(&p)?})))
-            .collect::<Result<Vec<_>>>()?;
+        let inputs = run.inputs().iter().map(|p| Input::of(p)).collect::<Result<Vec<_>>>()?;
         // the run's training config and evaluation config, where the run folder has them
         let config = std::fs::read_to_string(run.dir.join("config.toml")).ok();
-        let eval_config = std::fs::read_to_string(run.dir.join("eval/provenance.json"))
-            .ok()
-            .and_then(|t| serde_json::from_str::<serde_json::Value>(&t).ok())
-            .map(|v| v["eval_config"].clone());
+        let single = RunDir::new(&run.dir).eval_of(Variant::SINGLE).expect("single has an eval folder");
+        let eval_config = EvalProvenance::read(&single).ok().map(|p| p.eval_config);
         let prov = serde_json::json!({
             "output": self.name,
             "command": std::env::args().collect::<Vec<_>>().join(" "),
@@ -279,10 +284,8 @@ pub fn csv_text(header: &[&str], rows: &[Vec<String>]) -> Result<String> {
     Ok(String::from_utf8(w.into_inner().map_err(|e| anyhow::anyhow!("{e}"))?)?)
 }
 
-/// Mean of a slice (NaN when empty).
-pub fn mean(x: &[f64]) -> f64 {
-    x.iter().sum::<f64>() / x.len() as f64
-}
+/// Mean of a slice (NaN when empty): `analysis::stats::mean`, re-exported for the binaries.
+pub use analysis::stats::mean;
 
 #[cfg(test)]
 mod tests {

@@ -5,6 +5,7 @@ use anyhow::{anyhow, Result};
 use plotters::coord::types::RangedCoordf64;
 use plotters::coord::{CoordTranslate, Shift};
 use plotters::prelude::*;
+use run::Method;
 use std::sync::Once;
 
 /// DejaVu Sans 2.37 (Bitstream Vera licence, `fonts/LICENSE-DejaVu`).
@@ -70,12 +71,12 @@ pub fn color(i: usize) -> RGBColor {
 }
 
 /// The colour of a method in every figure: single checkpoints grey, averages blue, ensembles vermillion.
-pub fn method_color(method: &str) -> RGBColor {
+pub fn method_color(method: Method) -> RGBColor {
     match method {
-        "average" => PALETTE[0],
-        "ensemble" => PALETTE[1],
-        "ensemble_vote" => PALETTE[3],
-        "smoothing" => RGBColor(150, 150, 150),
+        Method::Average => PALETTE[0],
+        Method::EnsembleMean => PALETTE[1],
+        Method::EnsembleVote => PALETTE[3],
+        Method::Smoothing => RGBColor(150, 150, 150),
         _ => RGBColor(90, 90, 90),
     }
 }

@@ -6,48 +6,19 @@
 //!
 //! A results folder is laid out as a run folder (`analysis pack`), so its tables are read with
 //! [`Run`]'s readers; every file read is recorded as an input of the output's provenance.
+//!
+//! This module selects the data (which runs, which tasks); the statistics are `analysis`'s:
+//! [`analysis::stats`] (mean, sample sd), [`analysis::seeds`] (the chi-square interval of an sd,
+//! the pooled-variance t interval of a difference) and [`analysis::snr`].
 
-use crate::{mean, read_csv, Run};
+use crate::{read_csv, Run};
 use analysis::compare::{DifferenceRow, StabilityRow};
+use analysis::seeds::{pooled_t_difference, sd_interval};
+use analysis::stats::{mean, sample_sd};
 use analysis::TaskMetrics;
 use anyhow::{bail, Context, Result};
-use serde::Deserialize;
+use run::Method;
 use std::path::{Path, PathBuf};
-
-/// The parts of a run config (`config.toml`, schema 1 or 2) the study compares runs on.
-#[derive(Debug, Clone, Deserialize)]
-struct RunConfig {
-    name: String,
-    #[serde(default)]
-    seed: Option<u64>,
-    #[serde(default)]
-    init_seed: Option<u64>,
-    #[serde(default)]
-    data_seed: Option<u64>,
-    data: DataConfig,
-    model: ModelConfig,
-    train: TrainConfig,
-}
-
-#[derive(Debug, Clone, Deserialize)]
-struct DataConfig {
-    vocab_size: u64,
-}
-
-#[derive(Debug, Clone, Deserialize)]
-struct ModelConfig {
-    d_model: u64,
-    n_layers: u64,
-    d_ff: u64,
-    context: u64,
-}
-
-#[derive(Debug, Clone, Deserialize)]
-struct TrainConfig {
-    batch_size: u64,
-    steps: u64,
-    schedule: String,
-}
 
 /// One committed study run.
 #[derive(Debug, Clone)]
@@ -86,7 +57,7 @@ impl StudyRun {
     /// `smoothing`, `average`, `ensemble`) at window `k` (k = 1 for single checkpoints). Tasks the
     /// stability table leaves out (cloze tasks: no option distributions to ensemble) are skipped,
     /// as in the claims' pools; None if a remaining task lacks the method or none remains.
-    pub fn pooled_mtv(&self, tasks: &[&str], method: &str, k: usize) -> Option<f64> {
+    pub fn pooled_mtv(&self, tasks: &[&str], method: Method, k: usize) -> Option<f64> {
         let v: Option<Vec<f64>> = tasks
             .iter()
             .filter(|t| self.stability.iter().any(|r| r.task == **t))
@@ -98,7 +69,13 @@ impl StudyRun {
     /// The paired difference of final-stage accuracy MTV `method(k) - baseline(baseline_k)`,
     /// pooled over the tasks above chance with its 95% interval (`analysis compare`'s stratified
     /// bootstrap: one draw of examples shared by both methods); None if the run's table lacks it.
-    pub fn mtv_difference(&self, method: &str, k: usize, baseline: &str, baseline_k: usize) -> Option<&DifferenceRow> {
+    pub fn mtv_difference(
+        &self,
+        method: Method,
+        k: usize,
+        baseline: Method,
+        baseline_k: usize,
+    ) -> Option<&DifferenceRow> {
         self.mtv_differences
             .iter()
             .find(|d| d.method == method && d.k == k && d.baseline == baseline && d.baseline_k == baseline_k)
@@ -130,17 +107,10 @@ fn final_val_loss(path: &Path) -> Result<Option<f64>> {
 /// `analysis/stability.csv`), recording each file as an input of `prov`.
 pub fn load_run(dir: &Path, prov: &Run) -> Result<StudyRun> {
     let cfg_path = dir.join("config.toml");
-    let text = std::fs::read_to_string(&cfg_path).with_context(|| format!("{}: cannot read", cfg_path.display()))?;
-    let cfg: RunConfig = toml::from_str(&text).with_context(|| format!("{}: not a run config", cfg_path.display()))?;
+    let cfg = run::Config::load(&cfg_path)?;
     prov.also_read(&cfg_path);
-    let (init_seed, data_seed) = match (cfg.init_seed, cfg.data_seed, cfg.seed) {
-        (Some(i), Some(d), _) => (i, d),
-        (_, _, Some(s)) => (s, s),
-        _ => bail!("{}: no seeds (init_seed and data_seed, or seed)", cfg_path.display()),
-    };
-    let m = &cfg.model;
-    let per_layer = 4 * m.d_model * m.d_model + 3 * m.d_model * m.d_ff + 2 * m.d_model;
-    let params = cfg.data.vocab_size * m.d_model + m.n_layers * per_layer + m.d_model;
+    let (init_seed, data_seed) = (cfg.init_seed(), cfg.data_seed());
+    let params = cfg.n_params() as u64;
     let log = dir.join("train_log.csv");
     let final_val_loss = if log.is_file() {
         prov.also_read(&log);
@@ -170,11 +140,11 @@ pub fn load_run(dir: &Path, prov: &Run) -> Result<StudyRun> {
     Ok(StudyRun {
         name: dir.file_name().and_then(|n| n.to_str()).unwrap_or("?").to_string(),
         dir: dir.to_path_buf(),
-        schedule: cfg.train.schedule,
+        schedule: cfg.train.schedule.name().to_string(),
         init_seed,
         data_seed,
         params,
-        tokens: cfg.train.steps * cfg.train.batch_size * m.context,
+        tokens: cfg.train.steps * (cfg.train.batch_size * cfg.model.context) as u64,
         final_val_loss,
         tasks,
         stability,
@@ -215,30 +185,6 @@ pub fn yardstick<'a, 'r>(groups: &'a [Vec<&'r StudyRun>]) -> &'a [&'r StudyRun] 
     groups.iter().max_by_key(|g| g.len()).expect("load_results gives at least one run")
 }
 
-/// Sample standard deviation (n - 1); None below two values.
-pub fn sample_sd(x: &[f64]) -> Option<f64> {
-    if x.len() < 2 {
-        return None;
-    }
-    let m = mean(x);
-    Some((x.iter().map(|v| (v - m).powi(2)).sum::<f64>() / (x.len() - 1) as f64).sqrt())
-}
-
-/// The 95% interval of a normal population's sd from a sample sd of `n` values (chi-square).
-pub fn sd_interval(sd: f64, n: usize) -> (f64, f64) {
-    use statrs::distribution::{ChiSquared, ContinuousCDF, Normal};
-    let df = (n - 1) as f64;
-    // statrs' chi-square quantile is NaN in the lower tail at 1 df; there it is a squared normal's
-    let quantile = |p: f64| {
-        if n == 2 {
-            Normal::standard().inverse_cdf((1.0 + p) / 2.0).powi(2)
-        } else {
-            ChiSquared::new(df).expect("n >= 2").inverse_cdf(p)
-        }
-    };
-    ((df / quantile(0.975)).sqrt() * sd, (df / quantile(0.025)).sqrt() * sd)
-}
-
 /// One task of a seed group: the seed-to-seed spread of the final score next to the
 /// checkpoint-to-checkpoint spread within each run.
 #[derive(Debug, Clone, PartialEq)]
@@ -247,6 +193,7 @@ pub struct SeedSpread {
     pub seeds: usize,
     /// sample sd of the final-stage final score across seeds (None with one seed)
     pub between_seed_sd: Option<f64>,
+    /// its 95% chi-square interval ([`analysis::seeds::sd_interval`])
     pub between_seed_ci: Option<(f64, f64)>,
     /// mean over seeds of the sd of a run's scores over its final stage
     pub within_run_sd: f64,
@@ -265,7 +212,7 @@ pub fn seed_spread(group: &[&StudyRun]) -> Vec<SeedSpread> {
         .map(|t| {
             let ms: Vec<&TaskMetrics> = group.iter().map(|r| r.task(t).unwrap()).collect();
             let finals: Vec<f64> = ms.iter().map(|m| m.final_score).collect();
-            let sd = sample_sd(&finals);
+            let sd = (finals.len() >= 2).then(|| sample_sd(&finals));
             let within: Vec<f64> = ms.iter().map(|m| m.relative_std.unwrap_or(0.0) * m.mean_score.abs()).collect();
             SeedSpread {
                 task: t.to_string(),
@@ -301,67 +248,39 @@ pub fn size_population(runs: &[StudyRun]) -> Vec<&StudyRun> {
 
 /// A task's final score at the largest model size minus at the smallest, over the cosine runs of
 /// every seed (the mean over each size's seeds), with its 95% t interval from the pooled
-/// between-seed variance (df = runs - 2): the size's effect judged against seed noise, where
-/// [`size_snr`]'s noise is checkpoint noise only. Returns (difference, low, high, runs at the
-/// largest size, runs at the smallest); None below two sizes, without 3 runs in all, or where a
-/// run lacks the task.
+/// between-seed variance (df = runs - 2, [`analysis::seeds::pooled_t_difference`]): the size's
+/// effect judged against seed noise, where [`size_snr`]'s noise is checkpoint noise only.
+/// Returns (difference, low, high, runs at the largest size, runs at the smallest); None below
+/// two sizes, without 3 runs in all, or where a run lacks the task.
 pub fn size_difference(runs: &[StudyRun], task: &str) -> Option<(f64, f64, f64, usize, usize)> {
-    use statrs::distribution::{ContinuousCDF, StudentsT};
     let cosine: Vec<&StudyRun> = runs.iter().filter(|r| r.schedule == "cosine").collect();
     let (small, large) = (cosine.iter().map(|r| r.params).min()?, cosine.iter().map(|r| r.params).max()?);
+    if small == large {
+        return None;
+    }
     let finals = |params: u64| -> Option<Vec<f64>> {
         cosine.iter().filter(|r| r.params == params).map(|r| r.task(task).map(|m| m.final_score)).collect()
     };
     let (a, b) = (finals(large)?, finals(small)?);
-    let df = (a.len() + b.len()).checked_sub(2).filter(|&df| df > 0 && small != large)?;
-    let ss = |x: &[f64]| {
-        let m = mean(x);
-        x.iter().map(|v| (v - m).powi(2)).sum::<f64>()
-    };
-    let pooled_sd = ((ss(&a) + ss(&b)) / df as f64).sqrt();
-    let se = pooled_sd * (1.0 / a.len() as f64 + 1.0 / b.len() as f64).sqrt();
-    let half = StudentsT::new(0.0, 1.0, df as f64).ok()?.inverse_cdf(0.975) * se;
-    let d = mean(&a) - mean(&b);
-    Some((d, d - half, d + half, a.len(), b.len()))
+    let d = pooled_t_difference(&a, &b, 0.95)?;
+    Some((d.estimate, d.low, d.high, a.len(), b.len()))
 }
 
-/// Heineman et al.'s signal-to-noise ratio of a task across model sizes (`analysis::snr`):
-/// signal the relative dispersion of the sizes' final scores, noise the mean over the sizes of
-/// the relative sd of a run's scores over its final stage. None with fewer than 2 sizes, where a
-/// size lacks the task, or where a mean is 0.
+/// Heineman et al.'s signal-to-noise ratio of a task across model sizes
+/// ([`analysis::snr::from_parts`]): signal the relative dispersion of the sizes' final scores,
+/// noise the mean over the sizes of the relative sd of a run's scores over its final stage. None
+/// with fewer than 2 sizes, where a size lacks the task or its relative sd, where a mean is 0,
+/// or where the noise is 0.
 pub fn size_snr(population: &[&StudyRun], task: &str) -> Option<analysis::snr::Snr> {
     let ms: Vec<&TaskMetrics> = population.iter().map(|r| r.task(task)).collect::<Option<_>>()?;
-    let signal = analysis::snr::relative_dispersion(&ms.iter().map(|m| m.final_score).collect::<Vec<_>>())?;
-    let noise = mean(&ms.iter().map(|m| m.relative_std).collect::<Option<Vec<f64>>>()?);
-    (noise > 0.0).then(|| analysis::snr::Snr { signal, noise, snr: signal / noise })
+    let finals: Vec<f64> = ms.iter().map(|m| m.final_score).collect();
+    let noises: Vec<f64> = ms.iter().map(|m| m.relative_std).collect::<Option<_>>()?;
+    analysis::snr::from_parts(&finals, &noises).filter(|s| s.noise > 0.0)
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn sample_sd_by_hand() {
-        assert_eq!(sample_sd(&[1.0]), None);
-        assert!((sample_sd(&[1.0, 2.0, 3.0]).unwrap() - 1.0).abs() < 1e-12);
-    }
-
-    #[test]
-    fn sd_interval_contains_the_estimate_and_is_wide_with_three_seeds() {
-        // chi-square with 2 df: quantiles 0.0506 and 7.378
-        let (lo, hi) = sd_interval(1.0, 3);
-        assert!((lo - (2.0f64 / 7.3778).sqrt()).abs() < 1e-3, "{lo}");
-        assert!((hi - (2.0f64 / 0.050636).sqrt()).abs() < 1e-2, "{hi}");
-        // with many values the interval narrows around the estimate
-        // two values (1 df): quantiles 0.000982 and 5.024
-        let (lo, hi) = sd_interval(1.0, 2);
-        assert!(
-            (lo - (1.0f64 / 5.0239).sqrt()).abs() < 1e-3 && (hi - (1.0f64 / 0.000982).sqrt()).abs() < 0.1,
-            "{lo} {hi}"
-        );
-        let (lo, hi) = sd_interval(1.0, 1001);
-        assert!(lo > 0.95 && hi < 1.05, "{lo} {hi}");
-    }
 
     fn write_run(
         root: &Path,
@@ -373,11 +292,14 @@ mod tests {
     ) {
         let dir = root.join(name);
         std::fs::create_dir_all(dir.join("analysis")).unwrap();
-        std::fs::write(
-            dir.join("config.toml"),
-            format!("schema_version = 2\nname = \"{name}\"\ninit_seed = {}\ndata_seed = {}\n[data]\nvocab_size = 100\n[model]\nd_model = {d_model}\nn_layers = 2\nd_ff = 32\ncontext = 8\n[train]\nbatch_size = 4\nsteps = 10\nschedule = \"{schedule}\"\n", seeds.0, seeds.1),
-        )
-        .unwrap();
+        // the smoke config with this run's name, seeds, size and schedule
+        let mut cfg = run::Config::load(&Path::new(env!("CARGO_MANIFEST_DIR")).join("../configs/smoke.toml")).unwrap();
+        (cfg.schema_version, cfg.name, cfg.seed) = (2, name.to_string(), None);
+        (cfg.init_seed, cfg.data_seed) = (Some(seeds.0), Some(seeds.1));
+        (cfg.data.vocab_size, cfg.model.d_model, cfg.model.n_layers, cfg.model.d_ff) = (100, d_model as i64, 2, 32);
+        (cfg.model.n_heads, cfg.model.context, cfg.train.batch_size, cfg.train.steps) = (2, 8, 4, 10);
+        cfg.train.schedule = toml::Value::String(schedule.into()).try_into().unwrap();
+        std::fs::write(dir.join("config.toml"), toml::to_string(&cfg).unwrap()).unwrap();
         std::fs::write(
             dir.join("train_log.csv"),
             "step,tokens,lr,train_loss,grad_norm,val_loss,val_loss_full\n0,0,0.1,5,1,5.5,5.4\n10,320,0.1,4,1,4.5,\n",
@@ -406,11 +328,11 @@ mod tests {
                 ..Default::default()
             };
             tm.serialize(&m).unwrap();
-            for (method, k, mtv) in [("single", 1, 0.02), ("average", 16, 0.01)] {
+            for (method, k, mtv) in [(Method::Single, 1, 0.02), (Method::Average, 16, 0.01)] {
                 st.serialize(StabilityRow {
                     task: task.to_string(),
                     metric: "acc".into(),
-                    method: method.into(),
+                    method,
                     k,
                     mtv,
                     ..Default::default()
@@ -440,21 +362,22 @@ mod tests {
         assert_eq!(runs[0].tokens, 10 * 4 * 8);
         assert_eq!(runs[0].final_val_loss, Some(5.4));
         assert_eq!(runs[0].above_chance(), ["a"]);
-        assert_eq!(runs[0].pooled_mtv(&["a", "b"], "average", 16), Some(0.01));
-        assert_eq!(runs[0].pooled_mtv(&["a"], "ensemble", 16), None);
+        assert_eq!(runs[0].pooled_mtv(&["a", "b"], Method::Average, 16), Some(0.01));
+        assert_eq!(runs[0].pooled_mtv(&["a"], Method::EnsembleMean, 16), None);
         // a task the stability table leaves out (a cloze task) is skipped, not a hole in the pool
-        assert_eq!(runs[0].pooled_mtv(&["a", "cloze"], "average", 16), Some(0.01));
-        assert_eq!(runs[0].pooled_mtv(&["cloze"], "average", 16), None);
+        assert_eq!(runs[0].pooled_mtv(&["a", "cloze"], Method::Average, 16), Some(0.01));
+        assert_eq!(runs[0].pooled_mtv(&["cloze"], Method::Average, 16), None);
         // the pooled MTV differences only: per-task rows and other statistics are left out
-        let d = runs[0].mtv_difference("average", 16, "single", 1).unwrap();
+        let d = runs[0].mtv_difference(Method::Average, 16, Method::Single, 1).unwrap();
         assert_eq!((d.estimate, d.ci_low, d.ci_high), (-0.01, -0.014, -0.006));
-        assert!(runs[0].mtv_difference("average", 16, "smoothing", 16).is_none());
+        assert!(runs[0].mtv_difference(Method::Average, 16, Method::Smoothing, 16).is_none());
         let groups = seed_groups(&runs);
         assert_eq!(groups.iter().map(|g| g.len()).collect::<Vec<_>>(), [3, 1, 1]);
         assert_eq!(yardstick(&groups).len(), 3);
         let spread = seed_spread(&groups[0]);
         let a = spread.iter().find(|s| s.task == "a").unwrap();
         assert!((a.between_seed_sd.unwrap() - 0.02).abs() < 1e-12);
+        assert_eq!(a.between_seed_ci, Some(sd_interval(a.between_seed_sd.unwrap(), 3)));
         assert!((a.within_run_sd - 0.1 * 0.62).abs() < 1e-12);
         assert!(a.above_chance && !spread.iter().find(|s| s.task == "b").unwrap().above_chance);
         assert_eq!(seed_spread(&groups[1])[0].between_seed_sd, None);
@@ -471,15 +394,12 @@ mod tests {
             "{a:?}"
         );
         assert_eq!(size_snr(&pop[..1], "a"), None);
-        // size difference: 6.8M-like d_model 32 (size-s1 alone, 0.66) minus d_model 16 (cosine-s1,
-        // -s2, -s3: 0.60, 0.62, 0.64), pooled sd over df = 2 from the small size alone (0.02),
-        // se = 0.02 * sqrt(1 + 1/3), t(2, 0.975) = 4.303
+        // size difference: d_model 32 (size-s1 alone, 0.66) minus d_model 16 (cosine-s1, -s2,
+        // -s3: 0.60, 0.62, 0.64; not wsd-s1), the interval `analysis::seeds`' (tested there)
         let (d, lo, hi, n_large, n_small) = size_difference(&runs, "a").unwrap();
-        let half = 4.302653 * 0.02 * (1.0f64 + 1.0 / 3.0).sqrt();
-        assert!(
-            (d - 0.04).abs() < 1e-12 && (lo - (0.04 - half)).abs() < 1e-5 && (hi - (0.04 + half)).abs() < 1e-5,
-            "{d} {lo} {hi}"
-        );
+        let want = pooled_t_difference(&[0.66], &[0.60, 0.62, 0.64], 0.95).unwrap();
+        assert_eq!((d, lo, hi), (want.estimate, want.low, want.high));
+        assert!((d - 0.04).abs() < 1e-12, "{d}");
         assert_eq!((n_large, n_small), (1, 3));
         assert_eq!(size_difference(&runs, "missing"), None);
         // one size only: no difference

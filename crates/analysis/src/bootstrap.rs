@@ -52,14 +52,17 @@
 //! there (it is conservative wherever the bias is upward and nominal, ~95-97%, above 2.7 SE).
 //!
 //! Quantiles are the linear-interpolation quantile of numpy's default (`method="linear"`):
-//! for sorted `x_0..x_{m-1}`, `h = (m-1) q`, `q(x) = x_floor(h) + (h - floor(h)) (x_ceil(h) - x_floor(h))`.
-//! (ndarray-stats' quantiles need `noisy_float::N64` values, which is not a dependency here.)
+//! for sorted `x_0..x_{m-1}`, `h = (m-1) q`, `q(x) = x_floor(h) + (h - floor(h)) (x_ceil(h) - x_floor(h))`
+//! ([`crate::stats::quantile_sorted`]; ndarray-stats' quantiles need `noisy_float::N64` values,
+//! which is not a dependency here).
 
 use ndarray::{Array1, ArrayView2, Axis};
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 use rayon::prelude::*;
 use statrs::distribution::{ContinuousCDF, Normal};
+
+use crate::stats::{mean, quantile_sorted, sample_sd};
 
 /// The generator for stream `stream` of `seed`: `ChaCha8Rng::seed_from_u64(seed)` + `set_stream(stream)`.
 pub fn rng_for(seed: u64, stream: u64) -> ChaCha8Rng {
@@ -175,22 +178,6 @@ impl Interval {
     }
 }
 
-/// Linear-interpolation quantile (numpy's default) of an ascending-sorted, non-empty slice.
-pub fn quantile_sorted(sorted: &[f64], q: f64) -> f64 {
-    if sorted.is_empty() || !(0.0..=1.0).contains(&q) {
-        return f64::NAN;
-    }
-    let h = (sorted.len() - 1) as f64 * q;
-    let lo = h.floor() as usize;
-    let hi = (lo + 1).min(sorted.len() - 1);
-    sorted[lo] + (h - lo as f64) * (sorted[hi] - sorted[lo])
-}
-
-/// Linear-interpolation quantile (numpy's default) of unsorted values; NaN if any is not finite.
-pub fn quantile(values: &[f64], q: f64) -> f64 {
-    sorted_finite(values).map_or(f64::NAN, |s| quantile_sorted(&s, q))
-}
-
 /// Sorted copy, or `None` when empty or some value is not finite.
 fn sorted_finite(values: &[f64]) -> Option<Vec<f64>> {
     if values.is_empty() || values.iter().any(|v| !v.is_finite()) {
@@ -199,10 +186,6 @@ fn sorted_finite(values: &[f64]) -> Option<Vec<f64>> {
     let mut s = values.to_vec();
     s.sort_by(f64::total_cmp);
     Some(s)
-}
-
-fn mean(values: &[f64]) -> f64 {
-    values.iter().sum::<f64>() / values.len() as f64
 }
 
 fn nan_interval(estimate: f64, level: f64, kind: Kind) -> Interval {
@@ -318,7 +301,7 @@ pub fn normal_interval(estimate: f64, boot: &[f64], level: f64, floor: f64) -> I
         return nan_interval(estimate, level, Kind::TwoSided);
     };
     let m = mean(&s);
-    let sd = (s.iter().map(|v| (v - m).powi(2)).sum::<f64>() / (s.len() - 1) as f64).sqrt();
+    let sd = sample_sd(&s);
     let bc = 2.0 * estimate - m;
     let z = std_normal().inverse_cdf(1.0 - (1.0 - level) / 2.0);
     Interval {
@@ -391,17 +374,6 @@ mod tests {
         let mut c = [0usize; 10];
         d.iter().flatten().for_each(|&i| c[i] += 1);
         assert!(c.iter().all(|&k| (1800..2200).contains(&k)), "{c:?}");
-    }
-
-    #[test]
-    fn quantile_like_numpy() {
-        let x = [3.0, 1.0, 2.0, 4.0];
-        // numpy.quantile([1,2,3,4], [0, .25, .5, .9, 1]) = [1, 1.75, 2.5, 3.7, 4]
-        for (q, e) in [(0.0, 1.0), (0.25, 1.75), (0.5, 2.5), (0.9, 3.7), (1.0, 4.0)] {
-            assert!((quantile(&x, q) - e).abs() < 1e-12, "q {q}");
-        }
-        assert!(quantile(&[], 0.5).is_nan());
-        assert!(quantile(&[1.0, f64::NAN], 0.5).is_nan());
     }
 
     #[test]

@@ -31,14 +31,14 @@ use std::path::{Path, PathBuf};
 use crate::continuous::Metric;
 use crate::panel::Panel;
 use crate::{bootstrap, Options, LEVEL};
+use run::{Method, RunDir, Variant};
 use theory::sequence::{exact_match, instability, moving_average, mtv};
 
 #[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq)]
 pub struct StabilityRow {
     pub task: String,
     pub metric: String,
-    /// `single`, `smoothing`, `average`, `ensemble` (mean of distributions), `ensemble_vote`
-    pub method: String,
+    pub method: Method,
     pub k: usize,
     pub checkpoints: usize,
     pub first_step: u64,
@@ -75,9 +75,9 @@ pub struct DifferenceRow {
     pub metric: String,
     /// `mtv`, `flip_rate`, `instability`, `mean_score`
     pub statistic: String,
-    pub method: String,
+    pub method: Method,
     pub k: usize,
-    pub baseline: String,
+    pub baseline: Method,
     pub baseline_k: usize,
     pub estimate: f64,
     /// bootstrap standard deviation of the difference
@@ -90,56 +90,41 @@ pub struct DifferenceRow {
     pub examples: usize,
 }
 
-struct Variant {
-    method: &'static str,
-    k: usize,
+struct Scored {
+    variant: Variant,
     dir: PathBuf,
     tasks: Vec<TaskRecord>,
     examples: Vec<ExampleRecord>,
 }
 
-fn k_of(name: &str, prefix: &str) -> Option<usize> {
-    name.strip_prefix(prefix)?.parse().ok()
-}
-
-fn load(method: &'static str, k: usize, dir: PathBuf) -> Result<Variant> {
+fn load(variant: Variant, dir: PathBuf) -> Result<Scored> {
     let tasks = records::read_tasks(&dir.join("tasks.parquet"))?;
     let examples = records::read_examples(&dir.join("examples.parquet"))?;
-    Ok(Variant { method, k, dir, tasks, examples })
+    Ok(Scored { variant, dir, tasks, examples })
 }
 
-fn subdirs(dir: &Path, prefix: &str) -> Result<Vec<(usize, PathBuf)>> {
-    if !dir.is_dir() {
-        return Ok(vec![]);
+/// All variants found in a run folder ([`run::RunDir::variants`]); single checkpoints must be
+/// there.
+fn variants(run: &Path) -> Result<Vec<Scored>> {
+    let found = RunDir::new(run).variants()?;
+    if found.first().map(|f| f.0) != Some(Variant::SINGLE) {
+        bail!("{}: no eval/ tables; run `lm eval` first", run.display());
     }
-    let mut out: Vec<(usize, PathBuf)> = std::fs::read_dir(dir)?
-        .filter_map(|e| e.ok().map(|e| e.path()))
-        .filter_map(|p| Some((k_of(p.file_name()?.to_str()?, prefix)?, p)))
-        .collect();
-    out.sort();
-    Ok(out)
-}
-
-/// All variants found in a run folder.
-fn variants(run: &Path) -> Result<Vec<Variant>> {
-    let mut out = vec![load("single", 1, run.join("eval"))
-        .with_context(|| format!("{}: no eval/ tables; run `lm eval` first", run.display()))?];
-    for (k, p) in subdirs(run, "eval-avg-k")? {
-        out.push(load("average", k, p)?);
-    }
-    for (k, p) in subdirs(&run.join("ensembled"), "k")? {
-        out.push(load("ensemble", k, p)?);
-    }
-    for (k, p) in subdirs(&run.join("ensembled-vote"), "k")? {
-        out.push(load("ensemble_vote", k, p)?);
+    let mut out = Vec::new();
+    for (i, (v, dir)) in found.into_iter().enumerate() {
+        let scored = load(v, dir);
+        out.push(if i == 0 {
+            scored.with_context(|| format!("{}: no eval/ tables; run `lm eval` first", run.display()))?
+        } else {
+            scored?
+        });
     }
     Ok(out)
 }
 
 /// One method's trail of a task on the shared positions.
 struct Trail {
-    method: &'static str,
-    k: usize,
+    variant: Variant,
     panel: Panel,
 }
 
@@ -156,7 +141,7 @@ struct Stats {
 /// Everything compared for one task and metric: per method (in `trails` order, then one
 /// smoothing baseline per k) the estimate and its bootstrap draws.
 struct TaskComparison {
-    labels: Vec<(&'static str, usize)>,
+    labels: Vec<Variant>,
     estimate: Vec<Stats>,
     draws: Vec<Vec<Stats>>,
     has_examples: Vec<bool>,
@@ -233,8 +218,8 @@ fn compare_task(
             .par_iter()
             .map(|idx| stats_of(idx))
             .collect();
-    let mut labels: Vec<(&'static str, usize)> = trails.iter().map(|t| (t.method, t.k)).collect();
-    labels.extend(smooth_ks.iter().map(|&k| ("smoothing", k)));
+    let mut labels: Vec<Variant> = trails.iter().map(|t| t.variant).collect();
+    labels.extend(smooth_ks.iter().map(|&k| Variant::new(Method::Smoothing, k)));
     let mut has_examples = vec![true; trails.len()];
     has_examples.extend(smooth_ks.iter().map(|_| false));
     // selection on the same positions for every trail, strata gold option x final correctness
@@ -247,7 +232,7 @@ fn compare_task(
                 let strata: Vec<u32> = (0..n).map(|e| 2 * t.panel.gold[e] + u32::from(v[[m - 1, e]] > 0.5)).collect();
                 let seed = crate::seed_for(
                     opts.seed,
-                    &format!("{}/{}/{}/{}", single_full.task, metric.name(), t.method, t.k),
+                    &format!("{}/{}/{}/{}", single_full.task, metric.name(), t.variant.method, t.variant.k),
                     "compare-selection",
                 );
                 crate::selection::selection(*v, &strata, opts.splits, opts.bootstrap.min(200), 10, seed)
@@ -268,11 +253,6 @@ fn compare_task(
     Some(TaskComparison { labels, estimate, draws, has_examples, selection, above_chance, examples: n })
 }
 
-fn sd(x: &[f64]) -> f64 {
-    let m = x.iter().sum::<f64>() / x.len() as f64;
-    (x.iter().map(|v| (v - m).powi(2)).sum::<f64>() / (x.len() as f64 - 1.0).max(1.0)).sqrt()
-}
-
 type Pick = fn(&Stats) -> f64;
 const STATISTICS: [(&str, Pick); 4] = [
     ("mtv", |s| s.mtv),
@@ -282,26 +262,26 @@ const STATISTICS: [(&str, Pick); 4] = [
 ];
 
 /// The pairs of (method, baseline) that the figures and claims read.
-fn pairs(labels: &[(&'static str, usize)]) -> Vec<(usize, usize)> {
-    let find = |m: &str, k: usize| labels.iter().position(|l| l.0 == m && l.1 == k);
+fn pairs(labels: &[Variant]) -> Vec<(usize, usize)> {
+    let find = |m: Method, k: usize| labels.iter().position(|l| *l == Variant::new(m, k));
     let mut out = vec![];
-    for (i, &(m, k)) in labels.iter().enumerate() {
-        if m == "single" {
+    for (i, &Variant { method: m, k }) in labels.iter().enumerate() {
+        if m == Method::Single {
             continue;
         }
-        out.push((i, find("single", 1).unwrap()));
-        if m != "smoothing" {
-            if let Some(b) = find("smoothing", k) {
+        out.push((i, find(Method::Single, 1).unwrap()));
+        if m != Method::Smoothing {
+            if let Some(b) = find(Method::Smoothing, k) {
                 out.push((i, b));
             }
         }
-        if m == "ensemble" || m == "ensemble_vote" {
-            if let Some(b) = find("average", k) {
+        if m.is_ensemble() {
+            if let Some(b) = find(Method::Average, k) {
                 out.push((i, b));
             }
         }
         // the largest window against the smallest one above 1, per method
-        let ks: Vec<usize> = labels.iter().filter(|l| l.0 == m && l.1 > 1).map(|l| l.1).collect();
+        let ks: Vec<usize> = labels.iter().filter(|l| l.method == m && l.k > 1).map(|l| l.k).collect();
         if ks.is_empty() {
             continue;
         }
@@ -318,7 +298,7 @@ fn difference(
     tasks: usize,
     metric: Metric,
     stat: &str,
-    labels: (&(&str, usize), &(&str, usize)),
+    labels: (Variant, Variant),
     estimate: f64,
     draws: &[f64],
     examples: usize,
@@ -333,12 +313,12 @@ fn difference(
         tasks,
         metric: metric.name().into(),
         statistic: stat.into(),
-        method: labels.0 .0.into(),
-        k: labels.0 .1,
-        baseline: labels.1 .0.into(),
-        baseline_k: labels.1 .1,
+        method: labels.0.method,
+        k: labels.0.k,
+        baseline: labels.1.method,
+        baseline_k: labels.1.k,
         estimate,
-        se: sd(draws),
+        se: crate::stats::sample_sd(draws),
         ci_low: iv.low,
         ci_high: iv.high,
         ci_low_family: fam.low,
@@ -361,22 +341,23 @@ pub fn compare(run: &Path, opts: &Options) -> Result<(Vec<StabilityRow>, Vec<Dif
         bail!("{}: the variants share only {} steps", run.display(), steps.len());
     }
     let shared: Vec<u64> = steps.into_iter().collect();
-    let mut ks: Vec<usize> = vs.iter().map(|v| v.k).collect();
+    let mut ks: Vec<usize> = vs.iter().map(|v| v.variant.k).collect();
     ks.sort_unstable();
     ks.dedup();
     let panels: Vec<BTreeMap<String, Panel>> = vs.iter().map(|v| Panel::all(&v.examples)).collect::<Result<_>>()?;
     let (mut rows, mut diffs) = (Vec::new(), Vec::new());
-    // per (metric, statistic, method pair): the per-task draws of the tasks above chance
+    // per (metric, statistic, method pair): the per-task draws of the tasks above chance, in the
+    // order of the methods' names (the order of the pooled rows in differences.csv)
     let mut pooled: BTreeMap<
         (Metric, &str, (&'static str, usize), (&'static str, usize)),
-        (Vec<f64>, Vec<Vec<f64>>, usize),
+        (Vec<f64>, Vec<Vec<f64>>, usize, (Variant, Variant)),
     > = BTreeMap::new();
     for task in &tasks {
         let Some(single_full) = panels[0].get(task) else { continue };
         let trails: Vec<Trail> = vs
             .iter()
             .zip(&panels)
-            .filter_map(|(v, p)| Some(Trail { method: v.method, k: v.k, panel: p.get(task)?.restrict(&shared).ok()? }))
+            .filter_map(|(v, p)| Some(Trail { variant: v.variant, panel: p.get(task)?.restrict(&shared).ok()? }))
             .collect();
         if trails.len() != vs.len() {
             continue;
@@ -389,7 +370,7 @@ pub fn compare(run: &Path, opts: &Options) -> Result<(Vec<StabilityRow>, Vec<Dif
         }
         for metric in Metric::ALL {
             let Some(c) = compare_task(single_full, &trails, metric, &ks, opts) else { continue };
-            for (i, &(method, k)) in c.labels.iter().enumerate() {
+            for (i, &Variant { method, k }) in c.labels.iter().enumerate() {
                 let pick = |f: Pick| -> Vec<f64> { c.draws.iter().map(|d| f(&d[i])).collect() };
                 let e = &c.estimate[i];
                 let mi = bootstrap::interval(e.mtv, &pick(|s| s.mtv), LEVEL, 0.0);
@@ -398,7 +379,7 @@ pub fn compare(run: &Path, opts: &Options) -> Result<(Vec<StabilityRow>, Vec<Dif
                 rows.push(StabilityRow {
                     task: task.clone(),
                     metric: metric.name().into(),
-                    method: method.into(),
+                    method,
                     k,
                     checkpoints: shared.len(),
                     first_step: shared[0],
@@ -417,7 +398,7 @@ pub fn compare(run: &Path, opts: &Options) -> Result<(Vec<StabilityRow>, Vec<Dif
                     selection_optimism: c.selection[i].as_ref().map(|s| s.optimism.estimate),
                     selection_optimism_ci_low: c.selection[i].as_ref().map(|s| s.optimism.low),
                     selection_optimism_ci_high: c.selection[i].as_ref().map(|s| s.optimism.high),
-                    inference_cost: if method.starts_with("ensemble") { k } else { 1 },
+                    inference_cost: method.inference_cost(k),
                 });
             }
             for (a, b) in pairs(&c.labels) {
@@ -425,10 +406,13 @@ pub fn compare(run: &Path, opts: &Options) -> Result<(Vec<StabilityRow>, Vec<Dif
                     let d: Vec<f64> = c.draws.iter().map(|x| f(&x[a]) - f(&x[b])).collect();
                     let est = f(&c.estimate[a]) - f(&c.estimate[b]);
                     if let Some(row) =
-                        difference(task, 1, metric, stat, (&c.labels[a], &c.labels[b]), est, &d, c.examples)
+                        difference(task, 1, metric, stat, (c.labels[a], c.labels[b]), est, &d, c.examples)
                     {
                         if c.above_chance {
-                            let p = pooled.entry((metric, stat, c.labels[a], c.labels[b])).or_default();
+                            let name = |v: Variant| (v.method.name(), v.k);
+                            let p = pooled
+                                .entry((metric, stat, name(c.labels[a]), name(c.labels[b])))
+                                .or_insert_with(|| (vec![], vec![], 0, (c.labels[a], c.labels[b])));
                             p.0.push(est);
                             p.1.push(d);
                             p.2 += c.examples;
@@ -439,20 +423,45 @@ pub fn compare(run: &Path, opts: &Options) -> Result<(Vec<StabilityRow>, Vec<Dif
             }
         }
     }
-    for ((metric, stat, a, b), (est, draws, examples)) in pooled {
+    for ((metric, stat, ..), (est, draws, examples, (a, b))) in pooled {
         let t = est.len() as f64;
         let mean_draws: Vec<f64> = (0..draws[0].len()).map(|j| draws.iter().map(|d| d[j]).sum::<f64>() / t).collect();
         if let Some(row) =
-            difference("pooled", est.len(), metric, stat, (&a, &b), est.iter().sum::<f64>() / t, &mean_draws, examples)
+            difference("pooled", est.len(), metric, stat, (a, b), est.iter().sum::<f64>() / t, &mean_draws, examples)
         {
             diffs.push(row);
         }
     }
-    let order = |m: &str| {
-        ["single", "smoothing", "average", "ensemble", "ensemble_vote"].iter().position(|x| *x == m).unwrap_or(9)
-    };
-    rows.sort_by(|a, b| (&a.task, &a.metric, order(&a.method), a.k).cmp(&(&b.task, &b.metric, order(&b.method), b.k)));
+    rows.sort_by(|a, b| (&a.task, &a.metric, a.method, a.k).cmp(&(&b.task, &b.metric, b.method, b.k)));
     Ok((rows, diffs, vs.into_iter().map(|v| v.dir).collect()))
+}
+
+/// `analysis compare`: compares the run's variants and writes stability and differences
+/// (parquet and CSV) with their provenance into `<run>/analysis/` as one set; returns the text
+/// report (the acc table and the differences).
+pub fn write(run: &Path, opts: &Options) -> Result<String> {
+    opts.check()?;
+    let (rows, diffs, inputs) = compare(run, opts)?;
+    if rows.is_empty() {
+        bail!("{}: nothing to compare (no averaged or ensembled evaluations sharing steps with eval/)", run.display());
+    }
+    let out = RunDir::new(run).analysis();
+    let lock = output::FolderLock::acquire(&out, "analysis compare")?;
+    let mut set = output::FileSet::begin(&lock, &out)?;
+    let mut df = records::frame_of(&rows)?;
+    records::stage_frame(&mut set, "stability.parquet", &mut df)?;
+    records::stage_frame(&mut set, "stability.csv", &mut df)?;
+    let mut dd = records::frame_of(&diffs)?;
+    records::stage_frame(&mut set, "differences.parquet", &mut dd)?;
+    records::stage_frame(&mut set, "differences.csv", &mut dd)?;
+    let prov = serde_json::json!({"inputs": inputs, "bootstrap": opts.bootstrap, "seed": opts.seed, "family_level": crate::claims::FAMILY_LEVEL, "git_commit": output::provenance::git_commit(), "threads": rayon::current_num_threads()});
+    set.write("stability.provenance.json", serde_json::to_string_pretty(&prov)?.as_bytes())?;
+    set.commit()?;
+    Ok(format!(
+        "{}\n{}cost: forward passes per prediction relative to one checkpoint (averaging also reads k checkpoints once to build each model)\n",
+        render(&rows, "acc"),
+        render_differences(&diffs)
+    ))
 }
 
 fn ci(lo: Option<f64>, hi: Option<f64>) -> String {

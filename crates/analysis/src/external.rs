@@ -12,6 +12,7 @@ use records::TaskRecord;
 use std::path::{Path, PathBuf};
 
 use crate::snr::Snr;
+use crate::stats::mean;
 use crate::trend::Slope;
 use crate::TaskMetrics;
 
@@ -146,7 +147,7 @@ pub struct SnrRow {
 pub fn snr_rows(models: &[PythiaModel]) -> Vec<SnrRow> {
     let mut out = vec![];
     for (t, task) in PYTHIA_TASKS.iter().enumerate() {
-        let mtv = models.iter().map(|m| m.last[t].mtv).sum::<f64>() / models.len() as f64;
+        let mtv = mean(&models.iter().map(|m| m.last[t].mtv).collect::<Vec<_>>());
         for (metric, norm) in [("acc", false), ("acc_norm", true)] {
             let windows: Option<Vec<Vec<f64>>> = models
                 .iter()

@@ -10,10 +10,11 @@
 //! (lm-evaluation-harness results files) only the task level is computed, with the
 //! independent-binomial noise figure as a conservative upper bound on noise.
 //! The modules, one idea each: [`panel`] (checkpoint x example matrices), [`continuous`],
-//! [`nulls`], [`bootstrap`], [`selection`], [`snr`], [`trend`], [`power`], [`metrics`]
-//! (descriptive measures), [`compare`] (single vs smoothing vs averaged vs ensembled),
-//! [`claims`] (the study's claims as rules decided on intervals), [`external`] (the Pythia
-//! suite: size trend and SNR).
+//! [`nulls`], [`bootstrap`], [`selection`], [`snr`], [`trend`], [`power`], [`seeds`] (intervals
+//! over a few seeds), [`stats`] (the descriptive statistics: mean, sample and population sd,
+//! quantile), [`metrics`] (the fluctuation measures), [`compare`] (single vs smoothing vs
+//! averaged vs ensembled), [`claims`] (the study's claims as rules decided on intervals),
+//! [`external`] (the Pythia suite: size trend and SNR).
 
 pub mod bootstrap;
 pub mod claims;
@@ -26,8 +27,10 @@ pub mod panel;
 pub mod power;
 pub mod report;
 pub mod results;
+pub mod seeds;
 pub mod selection;
 pub mod snr;
+pub mod stats;
 pub mod stream;
 pub mod trend;
 
@@ -41,6 +44,7 @@ use std::collections::BTreeMap;
 use continuous::Metric;
 use metrics::*;
 use panel::Panel;
+use stats::{mean, population_sd, quantile, sample_sd};
 use theory::sequence::mtv;
 
 #[derive(Debug, Clone)]
@@ -76,6 +80,17 @@ impl Default for Options {
 }
 
 impl Options {
+    /// Refuses options no analysis runs with, named as the command line names them.
+    pub fn check(&self) -> anyhow::Result<()> {
+        if !(self.final_fraction > 0.0 && self.final_fraction <= 1.0) {
+            anyhow::bail!("--final-fraction {}: must lie in (0, 1]", self.final_fraction);
+        }
+        if self.bootstrap == 0 {
+            anyhow::bail!("--bootstrap must be at least 1");
+        }
+        Ok(())
+    }
+
     pub fn primary(&self) -> Metric {
         if self.use_acc_norm {
             Metric::AccNorm
@@ -174,16 +189,6 @@ pub struct ExampleMetrics {
     pub final_correct: bool,
 }
 
-fn mean(x: &[f64]) -> f64 {
-    x.iter().sum::<f64>() / x.len() as f64
-}
-
-/// Sample standard deviation of bootstrap draws: the standard error of the estimate.
-pub fn bootstrap_sd(x: &[f64]) -> f64 {
-    let m = mean(x);
-    (x.iter().map(|v| (v - m).powi(2)).sum::<f64>() / (x.len() as f64 - 1.0).max(1.0)).sqrt()
-}
-
 /// A seed of its own for each task (and purpose), so adding a task changes no other task's draws.
 fn seed_for(seed: u64, task: &str, purpose: &str) -> u64 {
     use sha2::{Digest, Sha256};
@@ -227,7 +232,7 @@ fn series_row(task: &str, window: &str, metric: Metric, steps: &[u64], s: &[f64]
         binomial_bound_ratio: None,
         binomial_bound_p_value: None,
         relative_std: snr::relative_std(s),
-        detrended_sd: sd(&detrend(&xs, s)),
+        detrended_sd: population_sd(&detrend(&xs, s)),
         direction_changes: direction_changes(s),
         largest_drop: drop,
         largest_drop_step: at.map(|i| steps[i]),
@@ -405,12 +410,12 @@ fn with_examples(p: &Panel, opts: &Options, out: &mut Vec<TaskMetrics>, per_exam
                 bootstrap::upper_bound(tm.mtv, &pick(|d| d.mtv), LEVEL, 0.0)
             };
             tm.mtv_bias_corrected = Some(iv.bias_corrected.max(0.0));
-            tm.mtv_se = Some(bootstrap_sd(&pick(|d| d.mtv)));
+            tm.mtv_se = Some(sample_sd(&pick(|d| d.mtv)));
             tm.mtv_ci_low = Some(iv.low);
             tm.mtv_ci_high = Some(iv.high);
             tm.mtv_interval = Some(if real { "two-sided" } else { "upper bound" }.into());
             let fin = bootstrap::interval(tm.final_score, &pick(|d| d.final_score), LEVEL, f64::NEG_INFINITY);
-            tm.final_se = Some(bootstrap_sd(&pick(|d| d.final_score)));
+            tm.final_se = Some(sample_sd(&pick(|d| d.final_score)));
             tm.final_ci_low = Some(fin.low);
             tm.final_ci_high = Some(fin.high);
             if k.is_binary() {
@@ -420,7 +425,7 @@ fn with_examples(p: &Panel, opts: &Options, out: &mut Vec<TaskMetrics>, per_exam
             let em = mean(&ex_mtv[mi][wi]);
             let ev = bootstrap::interval(em, &pick(|d| d.example_mtv), LEVEL, 0.0);
             tm.mean_flip_rate = Some(em);
-            tm.flip_rate_se = Some(bootstrap_sd(&pick(|d| d.example_mtv)));
+            tm.flip_rate_se = Some(sample_sd(&pick(|d| d.example_mtv)));
             tm.flip_rate_ci_low = Some(ev.low);
             tm.flip_rate_ci_high = Some(ev.high);
             if k == opts.primary() {
@@ -475,10 +480,10 @@ fn example_level(
     tm.selection_regret_ci_low = Some(regret.low);
     tm.selection_regret_ci_high = Some(regret.high);
     tm.selection_optimism = Some(sel.optimism);
-    tm.selection_optimism_se = Some(bootstrap_sd(&boot_optimism));
+    tm.selection_optimism_se = Some(sample_sd(&boot_optimism));
     tm.selection_optimism_ci_low = Some(optimism.low);
     tm.selection_optimism_ci_high = Some(optimism.high);
-    tm.mean_instability = Some(stats.iter().map(|s| s.instability).sum::<f64>() / n as f64);
+    tm.mean_instability = Some(mean(&stats.iter().map(|s| s.instability).collect::<Vec<_>>()));
     tm.flip_rate_p50 = Some(quantile(&rates, 0.5));
     tm.flip_rate_p90 = Some(quantile(&rates, 0.9));
     tm.learned_then_forgotten = Some(stats.iter().filter(|s| s.learned_then_forgotten).count() as f64 / n as f64);

@@ -83,20 +83,8 @@ enum Command {
     Suite { dir: PathBuf },
 }
 
-fn check_options(final_fraction: f64, bootstrap: usize) -> anyhow::Result<()> {
-    if !(final_fraction > 0.0 && final_fraction <= 1.0) {
-        anyhow::bail!("--final-fraction {final_fraction}: must lie in (0, 1]");
-    }
-    if bootstrap == 0 {
-        anyhow::bail!("--bootstrap must be at least 1");
-    }
-    Ok(())
-}
-
 fn main() -> anyhow::Result<()> {
-    let (inputs, out, step_from, step_map, final_fraction, final_from, bootstrap, acc_norm, tasks) = match Cli::parse()
-        .command
-    {
+    let text = match Cli::parse().command {
         Command::Report {
             inputs,
             out,
@@ -107,89 +95,34 @@ fn main() -> anyhow::Result<()> {
             bootstrap,
             acc_norm,
             tasks,
-        } => (inputs, out, step_from, step_map, final_fraction, final_from, bootstrap, acc_norm, tasks),
+        } => {
+            let opts = analysis::Options {
+                final_fraction,
+                final_from,
+                bootstrap,
+                use_acc_norm: acc_norm,
+                ..Default::default()
+            };
+            analysis::report::run(&inputs, out, step_from.as_deref(), step_map.as_deref(), &tasks, &opts)?
+        }
+        Command::Compare { run, bootstrap } => {
+            analysis::compare::write(&run, &analysis::Options { bootstrap, ..Default::default() })?
+        }
         Command::Pack { run, out } => {
             let p = analysis::results::pack(&run, &out)?;
-            println!(
-                "{}: {} files, {:.1} MB ({})",
+            format!(
+                "{}: {} files, {:.1} MB ({})\n",
                 out.display(),
                 p.files,
                 p.bytes as f64 / 1e6,
                 p.variants.join(", ")
-            );
-            return Ok(());
+            )
         }
         Command::Verify { expected, actual, tolerance } => {
-            let read = |d: &PathBuf| records::read_examples(&d.join("examples.parquet"));
-            let a = analysis::results::verify(&read(&expected)?, &read(&actual)?)?;
-            println!(
-                "{} rows at steps {:?}: {} decisions changed, max |log-likelihood difference| {:.2e} (tolerance {tolerance:.0e})",
-                a.rows, a.steps, a.decisions_changed, a.max_abs_loglik_diff
-            );
-            if a.decisions_changed > 0 || a.max_abs_loglik_diff > tolerance {
-                anyhow::bail!("{}: the rerun differs from {}", actual.display(), expected.display());
-            }
-            return Ok(());
+            analysis::results::verify_folders(&expected, &actual, tolerance)?
         }
-        Command::Suite { dir } => {
-            let models = analysis::external::pythia_models(&dir)?;
-            print!("{}", analysis::external::render(&models));
-            return Ok(());
-        }
-        Command::Compare { run, bootstrap } => {
-            check_options(0.2, bootstrap)?;
-            let opts = analysis::Options { bootstrap, ..Default::default() };
-            let (rows, diffs, inputs) = analysis::compare::compare(&run, &opts)?;
-            if rows.is_empty() {
-                anyhow::bail!(
-                    "{}: nothing to compare (no eval-avg-k*/ or ensembled/k*/ sharing steps with eval/)",
-                    run.display()
-                );
-            }
-            let out = run.join("analysis");
-            let lock = output::FolderLock::acquire(&out, "analysis compare")?;
-            let mut set = output::FileSet::begin(&lock, &out)?;
-            let mut df = records::frame_of(&rows)?;
-            records::stage_frame(&mut set, "stability.parquet", &mut df)?;
-            records::stage_frame(&mut set, "stability.csv", &mut df)?;
-            let mut dd = records::frame_of(&diffs)?;
-            records::stage_frame(&mut set, "differences.parquet", &mut dd)?;
-            records::stage_frame(&mut set, "differences.csv", &mut dd)?;
-            let prov = serde_json::json!({"inputs": inputs, "bootstrap": bootstrap, "seed": opts.seed, "family_level": analysis::claims::FAMILY_LEVEL, "git_commit": output::provenance::git_commit(), "threads": rayon::current_num_threads()});
-            set.write("stability.provenance.json", serde_json::to_string_pretty(&prov)?.as_bytes())?;
-            set.commit()?;
-            print!("{}", analysis::compare::render(&rows, "acc"));
-            println!();
-            print!("{}", analysis::compare::render_differences(&diffs));
-            println!("cost: forward passes per prediction relative to one checkpoint (averaging also reads k checkpoints once to build each model)");
-            return Ok(());
-        }
+        Command::Suite { dir } => analysis::external::render(&analysis::external::pythia_models(&dir)?),
     };
-    check_options(final_fraction, bootstrap)?;
-    let rule = records::harness::StepRule::new(step_from.as_deref(), step_map.as_deref())?;
-    let mut input = analysis::report::load_inputs(&inputs, &rule)?;
-    for n in &input.notices {
-        eprintln!("note: {n}");
-    }
-    let out = match out {
-        Some(o) => o,
-        None if !input.harness => inputs[0].join("analysis"),
-        None => {
-            anyhow::bail!("--out is required for lm-evaluation-harness outputs (the analysis is not written into them)")
-        }
-    };
-    if !tasks.is_empty() {
-        let keep = |t: &str| tasks.iter().any(|k| t.contains(k.as_str()));
-        input.tasks.retain(|r| keep(&r.task));
-        input.examples.retain(|r| keep(&r.task));
-    }
-    let opts =
-        analysis::Options { final_fraction, final_from, bootstrap, use_acc_norm: acc_norm, ..Default::default() };
-    let (tm, _) = analysis::report::write(&input, &out, &opts)?;
-    let primary = opts.primary().name();
-    print!("{}", analysis::report::render(&tm, "all", primary));
-    println!();
-    print!("{}", analysis::report::render(&tm, "final", primary));
-    println!("\n{}\ntables written to {}", analysis::report::LEGEND, out.display());
+    print!("{text}");
     Ok(())
 }

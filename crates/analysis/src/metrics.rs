@@ -10,23 +10,16 @@
 //! wrong->right), the flip rate (= the example's MTV), the instability score of its outputs,
 //! whether it was learned and later forgotten, and whether it is stable over the final stage.
 
+use crate::stats::mean;
 use theory::sequence::{exact_match, instability};
 
 /// Least-squares line of `y` against `x`; returns the residuals.
 pub fn detrend(x: &[f64], y: &[f64]) -> Vec<f64> {
-    let n = x.len() as f64;
-    let (mx, my) = (x.iter().sum::<f64>() / n, y.iter().sum::<f64>() / n);
+    let (mx, my) = (mean(x), mean(y));
     let sxx: f64 = x.iter().map(|v| (v - mx).powi(2)).sum();
     let sxy: f64 = x.iter().zip(y).map(|(a, b)| (a - mx) * (b - my)).sum();
     let slope = if sxx > 0.0 { sxy / sxx } else { 0.0 };
     x.iter().zip(y).map(|(a, b)| b - (my + slope * (a - mx))).collect()
-}
-
-/// Population standard deviation.
-pub fn sd(x: &[f64]) -> f64 {
-    let n = x.len() as f64;
-    let m = x.iter().sum::<f64>() / n;
-    (x.iter().map(|v| (v - m).powi(2)).sum::<f64>() / n).sqrt()
 }
 
 /// Number of sign changes between consecutive non-zero increments.
@@ -88,18 +81,6 @@ pub fn example_stats(correct: &[bool], outputs: &[&str]) -> ExampleStats {
     s
 }
 
-/// q-quantile (linear interpolation, as numpy's default) of unsorted values.
-pub fn quantile(values: &[f64], q: f64) -> f64 {
-    let mut v = values.to_vec();
-    v.sort_by(|a, b| a.total_cmp(b));
-    if v.is_empty() {
-        return f64::NAN;
-    }
-    let pos = q * (v.len() - 1) as f64;
-    let (lo, hi) = (pos.floor() as usize, pos.ceil() as usize);
-    v[lo] + (v[hi] - v[lo]) * (pos - lo as f64)
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -123,7 +104,6 @@ mod tests {
         assert_eq!(r.len(), 4);
         assert_eq!(final_window(27, 0.2, 3), 21..27);
         assert_eq!(final_window(4, 0.2, 3), 1..4);
-        assert!((quantile(&[3., 1., 2., 4.], 0.5) - 2.5).abs() < 1e-12);
     }
 
     #[test]

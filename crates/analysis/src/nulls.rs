@@ -14,6 +14,8 @@ use rand_chacha::ChaCha8Rng;
 use rayon::prelude::*;
 use statrs::distribution::{Binomial, DiscreteCDF};
 
+use crate::stats::{mean, quantile_sorted};
+
 /// Two-sided exact McNemar p-value for b (right->wrong) and c (wrong->right) discordant pairs:
 /// min(1, 2 * P(X <= min(b, c))), X ~ Binomial(b + c, 1/2); 1.0 when b + c == 0. Use statrs.
 pub fn mcnemar_exact(b: u64, c: u64) -> f64 {
@@ -139,7 +141,7 @@ fn sign_flip_null_impl(values: ArrayView2<f64>, draws: usize, seed: u64, allow_f
     let (null_mean, mut null_mtvs, trail_exceed, transition_p) =
         if binary && allow_fast { binary_null(values, draws, seed) } else { general_null(values, draws, seed) };
     null_mtvs.sort_by(f64::total_cmp);
-    let null_mean = null_mean.unwrap_or_else(|| null_mtvs.iter().sum::<f64>() / draws as f64);
+    let null_mean = null_mean.unwrap_or_else(|| mean(&null_mtvs));
     let transitions = t_len - 1;
     let significant_transitions = benjamini_hochberg(&transition_p, TRANSITION_FDR).into_iter().filter(|&r| r).count();
     Some(PairedNull {
@@ -281,20 +283,6 @@ fn general_null(values: ArrayView2<f64>, draws: usize, seed: u64) -> NullDraws {
     (None, tally.mtvs, tally.trail_exceed, transition_p)
 }
 
-/// Quantile `q` of ascending `sorted` by linear interpolation between order statistics
-/// (position `q (N - 1)`, Hyndman-Fan type 7); NaN when empty.
-fn quantile_sorted(sorted: &[f64], q: f64) -> f64 {
-    match sorted.len() {
-        0 => f64::NAN,
-        len => {
-            let h = q * (len - 1) as f64;
-            let lo = h.floor() as usize;
-            let hi = (lo + 1).min(len - 1);
-            sorted[lo] + (h - lo as f64) * (sorted[hi] - sorted[lo])
-        }
-    }
-}
-
 /// The old independent-binomial figure for a trail without per-example data.
 #[derive(Debug, Clone, PartialEq, serde::Serialize)]
 pub struct BinomialBound {
@@ -354,8 +342,7 @@ pub fn independent_binomial_bound(
 /// Ordinary least squares `y = intercept + slope x`: (intercept, slope). With all x equal the
 /// slope is 0 and the intercept the mean of y.
 fn least_squares_line(x: &[f64], y: &[f64]) -> (f64, f64) {
-    let len = x.len() as f64;
-    let (mx, my) = (x.iter().sum::<f64>() / len, y.iter().sum::<f64>() / len);
+    let (mx, my) = (mean(x), mean(y));
     let sxx: f64 = x.iter().map(|&a| (a - mx) * (a - mx)).sum();
     let sxy: f64 = x.iter().zip(y).map(|(&a, &b)| (a - mx) * (b - my)).sum();
     let slope = if sxx > 0.0 { sxy / sxx } else { 0.0 };
@@ -634,8 +621,7 @@ mod tests {
         let mut rng = ChaCha8Rng::seed_from_u64(1);
         let mut normals = NormalPairs::default();
         let z: Vec<f64> = (0..200_000).map(|_| normals.next(&mut rng)).collect();
-        let mean = z.iter().sum::<f64>() / z.len() as f64;
-        let var = z.iter().map(|x| (x - mean).powi(2)).sum::<f64>() / z.len() as f64;
+        let (mean, var) = (mean(&z), crate::stats::population_sd(&z).powi(2));
         let within1 = z.iter().filter(|x| x.abs() < 1.0).count() as f64 / z.len() as f64;
         assert!(mean.abs() < 0.01 && (var - 1.0).abs() < 0.015, "{mean} {var}");
         assert!((within1 - 0.682_689).abs() < 0.005, "{within1}");

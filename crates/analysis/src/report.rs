@@ -22,7 +22,8 @@ pub struct Input {
 
 /// A run's tables: `<dir>/eval/tasks.parquet` (and `examples.parquet`), or an eval folder itself.
 fn run_tables(dir: &Path) -> Result<Option<Input>> {
-    for eval in [dir.join("eval"), dir.to_path_buf()] {
+    let single = run::RunDir::new(dir).eval_of(run::Variant::SINGLE).expect("single has an eval folder");
+    for eval in [single, dir.to_path_buf()] {
         let t = eval.join("tasks.parquet");
         if t.is_file() {
             let e = eval.join("examples.parquet");
@@ -72,6 +73,48 @@ fn ci(lo: Option<f64>, hi: Option<f64>) -> String {
         (Some(a), Some(b)) => format!("[{a:.3}, {b:.3}]"),
         _ => "-".into(),
     }
+}
+
+/// `analysis report`: reads the inputs (a run folder, an eval folder or harness outputs, steps
+/// by `step_from` / `step_map`), keeps the tasks whose name contains one of `tasks` (all if
+/// empty), writes the analysis into `out` (default `<run>/analysis`; required for harness
+/// outputs, which are never written into) and returns the text report. Notices of the readers go
+/// to stderr.
+pub fn run(
+    inputs: &[PathBuf],
+    out: Option<PathBuf>,
+    step_from: Option<&str>,
+    step_map: Option<&Path>,
+    tasks: &[String],
+    opts: &Options,
+) -> Result<String> {
+    opts.check()?;
+    let rule = records::harness::StepRule::new(step_from, step_map)?;
+    let mut input = load_inputs(inputs, &rule)?;
+    for n in &input.notices {
+        eprintln!("note: {n}");
+    }
+    let out = match out {
+        Some(o) => o,
+        None if !input.harness => run::RunDir::new(&inputs[0]).analysis(),
+        None => {
+            anyhow::bail!("--out is required for lm-evaluation-harness outputs (the analysis is not written into them)")
+        }
+    };
+    if !tasks.is_empty() {
+        let keep = |t: &str| tasks.iter().any(|k| t.contains(k.as_str()));
+        input.tasks.retain(|r| keep(&r.task));
+        input.examples.retain(|r| keep(&r.task));
+    }
+    let (tm, _) = write(&input, &out, opts)?;
+    let primary = opts.primary().name();
+    Ok(format!(
+        "{}\n{}\n{}\ntables written to {}\n",
+        render(&tm, "all", primary),
+        render(&tm, "final", primary),
+        LEGEND,
+        out.display()
+    ))
 }
 
 /// The summary printed to stdout (and snapshot-tested): the primary metric's rows of a window,

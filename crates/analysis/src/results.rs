@@ -10,6 +10,7 @@
 //! existing one is refused.
 
 use anyhow::{bail, Context, Result};
+use run::{RunDir, Variant};
 use std::path::{Path, PathBuf};
 
 /// Files copied as they are, relative to the run folder, when present.
@@ -25,13 +26,17 @@ pub struct Packed {
     pub bytes: u64,
 }
 
+/// The scored variants' eval folders (single and average; ensembles are rebuilt from `eval/`)
+/// that hold examples, relative to the run folder.
 fn variants(run: &Path) -> Result<Vec<String>> {
-    let mut v: Vec<String> = std::fs::read_dir(run)
-        .with_context(|| format!("{}: cannot list", run.display()))?
-        .flatten()
-        .filter_map(|e| e.file_name().to_str().map(str::to_owned))
-        .filter(|n| n == "eval" || n.starts_with("eval-avg-k"))
-        .filter(|n| run.join(n).join("examples.parquet").is_file())
+    if !run.is_dir() {
+        bail!("{}: cannot list (not a folder)", run.display());
+    }
+    let mut v: Vec<String> = RunDir::new(run)
+        .scored_variants()?
+        .into_iter()
+        .filter(|(_, dir)| dir.join("examples.parquet").is_file())
+        .filter_map(|(_, dir)| Some(dir.strip_prefix(run).ok()?.to_str()?.to_owned()))
         .collect();
     v.sort();
     Ok(v)
@@ -43,7 +48,8 @@ pub fn pack(run: &Path, out: &Path) -> Result<Packed> {
         bail!("{}: already exists; results are never overwritten (remove it to pack again)", out.display());
     }
     let variants = variants(run)?;
-    if !variants.iter().any(|v| v == "eval") {
+    let single = RunDir::new(run).eval_of(Variant::SINGLE).expect("single has an eval folder");
+    if !single.join("examples.parquet").is_file() {
         bail!("{}: no eval/examples.parquet; run `lm eval` first", run.display());
     }
     let name = out.file_name().and_then(|n| n.to_str()).context("results folder has no name")?;
@@ -69,9 +75,10 @@ pub fn pack(run: &Path, out: &Path) -> Result<Packed> {
                 }
             }
         }
-        if let Ok(dir) = std::fs::read_dir(run.join("analysis")) {
+        let analysis = RunDir::new(run).analysis();
+        if let Ok(dir) = std::fs::read_dir(&analysis) {
             for e in dir.flatten().filter(|e| e.path().is_file()) {
-                copy(&e.path(), &tmp.join("analysis").join(e.file_name()))?;
+                copy(&e.path(), &RunDir::new(&tmp).analysis().join(e.file_name()))?;
             }
         }
         for v in &variants {
@@ -139,6 +146,23 @@ pub fn verify(expected: &[records::ExampleRecord], actual: &[records::ExampleRec
     steps.sort_unstable();
     steps.dedup();
     Ok(Agreement { rows: actual.len(), steps, decisions_changed: changed, max_abs_loglik_diff: max_diff })
+}
+
+/// `analysis verify`: the example rows of a rerun's eval folder `actual` against the committed
+/// `expected`; an error if a decision changed or a log-likelihood moved by more than
+/// `tolerance`. Returns the one-line summary.
+pub fn verify_folders(expected: &Path, actual: &Path, tolerance: f64) -> Result<String> {
+    let read = |d: &Path| records::read_examples(&d.join("examples.parquet"));
+    let a = verify(&read(expected)?, &read(actual)?)?;
+    let line = format!(
+        "{} rows at steps {:?}: {} decisions changed, max |log-likelihood difference| {:.2e} (tolerance {tolerance:.0e})\n",
+        a.rows, a.steps, a.decisions_changed, a.max_abs_loglik_diff
+    );
+    if a.decisions_changed > 0 || a.max_abs_loglik_diff > tolerance {
+        print!("{line}");
+        bail!("{}: the rerun differs from {}", actual.display(), expected.display());
+    }
+    Ok(line)
 }
 
 #[cfg(test)]

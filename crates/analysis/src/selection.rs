@@ -36,6 +36,7 @@
 //! material for other intervals.
 
 use crate::bootstrap::{centred, draw, rng_for, Interval};
+use crate::stats::{mean, sample_variance};
 use ndarray::{Array1, ArrayView2};
 use ndarray_stats::QuantileExt;
 use rand::seq::SliceRandom;
@@ -114,9 +115,9 @@ pub fn selection_draws(
     assert_eq!(strata.len(), n, "selection: one stratum id per example");
     let all: Vec<usize> = (0..n).collect();
     let set = Set::new(values, &all, strata);
-    let per_split: Vec<(f64, f64)> =
-        (0..splits).into_par_iter().map(|s| set.split(values, &mut rng_for(seed.wrapping_add(1), s as u64))).collect();
-    let (regret, optimism) = mean_pair(&per_split);
+    let (regret, optimism): (Vec<f64>, Vec<f64>) =
+        (0..splits).into_par_iter().map(|s| set.split(values, &mut rng_for(seed.wrapping_add(1), s as u64))).unzip();
+    let (regret, optimism) = (mean(&regret), mean(&optimism));
     // Per draw: (mean regret, mean optimism, within-draw variance of regret, of optimism).
     let boot: Vec<[f64; 4]> = (0..draws)
         .into_par_iter()
@@ -124,12 +125,9 @@ pub fn selection_draws(
             let idx = draw(n, seed, b);
             let set = Set::new(values, &idx, strata);
             let mut rng = rng_for(seed.wrapping_add(2), b as u64);
-            let r: Vec<(f64, f64)> = (0..splits_per_draw).map(|_| set.split(values, &mut rng)).collect();
-            let (mr, mo) = mean_pair(&r);
-            let k = r.len() as f64 - 1.0;
-            let vr = r.iter().map(|p| (p.0 - mr).powi(2)).sum::<f64>() / k;
-            let vo = r.iter().map(|p| (p.1 - mo).powi(2)).sum::<f64>() / k;
-            [mr, mo, vr, vo]
+            let (r, o): (Vec<f64>, Vec<f64>) = (0..splits_per_draw).map(|_| set.split(values, &mut rng)).unzip();
+            // the variances are read only from two splits per draw on (`mc` is NaN below)
+            [mean(&r), mean(&o), sample_variance(&r), sample_variance(&o)]
         })
         .collect();
     let spd = splits_per_draw as f64;
@@ -137,7 +135,7 @@ pub fn selection_draws(
         if splits_per_draw < 2 || boot.is_empty() {
             f64::NAN
         } else {
-            boot.iter().map(|p| p[j]).sum::<f64>() / boot.len() as f64 / spd
+            mean(&boot.iter().map(|p| p[j]).collect::<Vec<_>>()) / spd
         }
     };
     SelectionDraws {
@@ -158,15 +156,9 @@ pub fn denoised(boot: &[f64], mc_var: f64) -> Vec<f64> {
     if boot.len() < 2 || !mc_var.is_finite() {
         return boot.to_vec();
     }
-    let m = boot.iter().sum::<f64>() / boot.len() as f64;
-    let v = boot.iter().map(|b| (b - m).powi(2)).sum::<f64>() / (boot.len() - 1) as f64;
+    let (m, v) = (mean(boot), sample_variance(boot));
     let f = if v > 0.0 { (1.0 - mc_var / v).max(0.0).sqrt() } else { 1.0 };
     boot.iter().map(|b| m + (b - m) * f).collect()
-}
-
-fn mean_pair(v: &[(f64, f64)]) -> (f64, f64) {
-    let k = v.len() as f64;
-    (v.iter().map(|p| p.0).sum::<f64>() / k, v.iter().map(|p| p.1).sum::<f64>() / k)
 }
 
 /// A (possibly resampled) set of examples grouped by stratum, with its per-checkpoint sums.

@@ -7,25 +7,25 @@
 //! models. SNR = signal / noise. Metrics that can be negative (log-probabilities, margins) are
 //! divided by |mean|, so the ratios stay positive; a mean of 0 leaves them undefined.
 
+use crate::stats::{mean, sample_sd};
+
 /// Relative dispersion of final scores; `None` for fewer than 2 scores or a mean of 0.
 pub fn relative_dispersion(final_scores: &[f64]) -> Option<f64> {
     if final_scores.len() < 2 {
         return None;
     }
-    let mean = final_scores.iter().sum::<f64>() / final_scores.len() as f64;
+    let m = mean(final_scores);
     let (lo, hi) = final_scores.iter().fold((f64::INFINITY, f64::NEG_INFINITY), |(a, b), &v| (a.min(v), b.max(v)));
-    (mean != 0.0).then(|| (hi - lo) / mean.abs())
+    (m != 0.0).then(|| (hi - lo) / m.abs())
 }
 
 /// Relative standard deviation of scores; `None` for fewer than 2 scores or a mean of 0.
 pub fn relative_std(scores: &[f64]) -> Option<f64> {
-    let n = scores.len();
-    if n < 2 {
+    if scores.len() < 2 {
         return None;
     }
-    let mean = scores.iter().sum::<f64>() / n as f64;
-    let var = scores.iter().map(|v| (v - mean).powi(2)).sum::<f64>() / (n - 1) as f64;
-    (mean != 0.0).then(|| var.sqrt() / mean.abs())
+    let m = mean(scores);
+    (m != 0.0).then(|| sample_sd(scores) / m.abs())
 }
 
 #[derive(Debug, Clone, PartialEq, serde::Serialize)]
@@ -39,9 +39,20 @@ pub struct Snr {
 /// score): signal over the models' final scores, noise the mean relative sd of the windows.
 pub fn snr(final_windows: &[&[f64]]) -> Option<Snr> {
     let finals: Vec<f64> = final_windows.iter().map(|w| w.last().copied()).collect::<Option<_>>()?;
-    let signal = relative_dispersion(&finals)?;
     let noises: Vec<f64> = final_windows.iter().map(|w| relative_std(w)).collect::<Option<_>>()?;
-    let noise = noises.iter().sum::<f64>() / noises.len() as f64;
+    from_parts(&finals, &noises)
+}
+
+/// SNR from the models' final scores and each model's noise (its relative sd, already
+/// computed): signal [`relative_dispersion`] of the finals, noise the mean of the noises.
+/// `None` where the signal is (fewer than 2 finals, a mean of 0) or there is no noise value; a
+/// noise of 0 gives an infinite (or NaN) ratio, which callers may refuse.
+pub fn from_parts(final_scores: &[f64], noises: &[f64]) -> Option<Snr> {
+    let signal = relative_dispersion(final_scores)?;
+    if noises.is_empty() {
+        return None;
+    }
+    let noise = mean(noises);
     Some(Snr { signal, noise, snr: signal / noise })
 }
 
@@ -64,6 +75,12 @@ mod tests {
         assert!((s.snr - s.signal / s.noise).abs() < 1e-12);
         assert_eq!(relative_std(&[1.0]), None);
         assert_eq!(relative_dispersion(&[-1.0, 1.0]), None);
+        // from parts: the same numbers as from the windows
+        let p = from_parts(&[0.42, 0.60], &[0.05, 0.02 / 0.6]).unwrap();
+        assert!((p.signal - s.signal).abs() < 1e-12 && (p.noise - s.noise).abs() < 1e-12, "{p:?}");
+        assert_eq!(from_parts(&[0.42, 0.60], &[]), None);
+        assert_eq!(from_parts(&[0.42], &[0.1]), None);
+        assert_eq!(from_parts(&[0.4, 0.6], &[0.0]).map(|s| s.snr), Some(f64::INFINITY));
         // negative metrics use |mean|
         assert!((relative_std(&[-1.0, -2.0, -3.0]).unwrap() - 0.5).abs() < 1e-12);
     }

@@ -3,7 +3,8 @@
 //! example (flip counts, the last change, whether it was ever forgotten), never the
 //! examples x checkpoints matrix.
 
-use crate::metrics::{detrend, direction_changes, largest_drop, sd};
+use crate::metrics::{detrend, direction_changes, largest_drop};
+use crate::stats::population_sd as sd;
 use theory::sequence::mtv;
 
 pub struct StreamingTask {
@@ -133,7 +134,8 @@ impl StreamingTask {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::metrics::{example_stats, quantile};
+    use crate::metrics::example_stats;
+    use crate::stats::quantile;
 
     /// The streaming summary equals the matrix computation on random data.
     #[test]

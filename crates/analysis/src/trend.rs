@@ -6,6 +6,8 @@
 
 use statrs::distribution::{ContinuousCDF, StudentsT};
 
+use crate::stats::mean;
+
 #[derive(Debug, Clone, PartialEq, serde::Serialize)]
 pub struct Slope {
     pub slope: f64,
@@ -36,8 +38,8 @@ fn fit(groups: &[Vec<(f64, f64)>], df: usize, level: f64, skipped: usize) -> Opt
     let (mut sxx, mut sxy, mut n) = (0.0, 0.0, 0);
     let mut means = vec![];
     for g in groups {
-        let k = g.len() as f64;
-        let (mx, my) = (g.iter().map(|p| p.0).sum::<f64>() / k, g.iter().map(|p| p.1).sum::<f64>() / k);
+        let (x, y): (Vec<f64>, Vec<f64>) = g.iter().copied().unzip();
+        let (mx, my) = (mean(&x), mean(&y));
         means.push((mx, my));
         for (a, b) in g {
             sxx += (a - mx).powi(2);
@@ -57,7 +59,7 @@ fn fit(groups: &[Vec<(f64, f64)>], df: usize, level: f64, skipped: usize) -> Opt
     }
     let se = (rss / df as f64 / sxx).sqrt();
     let t = StudentsT::new(0.0, 1.0, df as f64).ok()?.inverse_cdf(1.0 - (1.0 - level) / 2.0);
-    let intercept = means.iter().map(|(mx, my)| my - slope * mx).sum::<f64>() / means.len() as f64;
+    let intercept = mean(&means.iter().map(|(mx, my)| my - slope * mx).collect::<Vec<_>>());
     Some(Slope { slope, intercept, se, ci_low: slope - t * se, ci_high: slope + t * se, level, df, points: n, skipped })
 }
 

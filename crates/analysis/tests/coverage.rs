@@ -176,7 +176,11 @@ fn mtv_coverage_changes_well_above_noise() {
         let est = bootstrap::observed_mtv(x.view());
         let boot = paired(N, b, 77 + sim as u64, |idx| resampled_mtv(x.view(), idx));
         let i = interval(est, &boot, LEVEL, 0.0);
-        let p = Interval { low: bootstrap::quantile(&boot, 0.025), high: bootstrap::quantile(&boot, 0.975), ..i };
+        let p = Interval {
+            low: analysis::stats::quantile(&boot, 0.025),
+            high: analysis::stats::quantile(&boot, 0.975),
+            ..i
+        };
         let ints = [
             i,
             basic(est, &boot, LEVEL, 0.0),
@@ -242,7 +246,7 @@ fn mtv_upper_bound_near_zero_changes() {
         let boot = paired(N, B, 99 + sim as u64, |idx| resampled_mtv(x.view(), idx));
         let u = upper_bound(est, &boot, LEVEL, 0.0);
         let i = interval(est, &boot, LEVEL, 0.0);
-        let ub_basic = Interval { high: (2.0 * est - bootstrap::quantile(&boot, 1.0 - LEVEL)).max(0.0), ..u };
+        let ub_basic = Interval { high: (2.0 * est - analysis::stats::quantile(&boot, 1.0 - LEVEL)).max(0.0), ..u };
         for (k, iv) in [i, bc_percentile(est, &boot, LEVEL, 0.0), normal_interval(est, &boot, LEVEL, 0.0), u, ub_basic]
             .iter()
             .enumerate()

@@ -26,6 +26,16 @@ pub enum Rule {
     Vote,
 }
 
+impl Rule {
+    /// The method a rule's ensembles are (and the folder they go to): a vote, or a mean.
+    pub fn method(self) -> run::Method {
+        match self {
+            Rule::Vote => run::Method::EnsembleVote,
+            Rule::Distribution | Rule::Sequence => run::Method::EnsembleMean,
+        }
+    }
+}
+
 /// The option most members choose; ties go to the option of highest `tiebreak`.
 pub fn majority_vote(members: &[&[f64]], tiebreak: &[f64]) -> usize {
     let mut votes = vec![0usize; tiebreak.len()];

@@ -10,46 +10,33 @@
 //! scored and analysed exactly as single ones.
 
 pub mod average;
+pub mod commands;
 pub mod ensemble;
 
-use anyhow::{bail, Context, Result};
-use serde_json::{json, Value};
+use anyhow::{bail, Result};
+use run::sidecar::{Integration, IntegrationInput, Sidecar};
 use std::path::{Path, PathBuf};
 
 pub use output::provenance::{git_commit, sha256_file};
 use output::{FileSet, FolderLock};
 
-/// A checkpoint of an `lm` run: its sidecar (kept as JSON, so this crate needs no libtorch).
+/// A checkpoint of an `lm` run: its sidecar and weights file.
 #[derive(Debug, Clone)]
 pub struct RunCheckpoint {
     pub sidecar: PathBuf,
-    pub meta: Value,
-    pub step: u64,
+    pub meta: Sidecar,
     pub weights: PathBuf,
-    pub weights_sha256: String,
 }
 
 /// The checkpoints of a run folder, by step.
 pub fn run_checkpoints(dir: &Path) -> Result<Vec<RunCheckpoint>> {
-    let mut out = Vec::new();
-    for entry in std::fs::read_dir(dir).with_context(|| format!("{}: cannot list", dir.display()))? {
-        let p = entry?.path();
-        let name = p.file_name().and_then(|n| n.to_str()).unwrap_or("");
-        if !(name.starts_with("step_") && name.ends_with(".json")) {
-            continue;
-        }
-        let text = std::fs::read_to_string(&p).with_context(|| format!("{}: cannot read", p.display()))?;
-        let meta: Value =
-            serde_json::from_str(&text).with_context(|| format!("{}: malformed checkpoint sidecar", p.display()))?;
-        let step = meta["step"].as_u64().with_context(|| format!("{}: no step", p.display()))?;
-        let file = meta["weights_file"].as_str().with_context(|| format!("{}: no weights_file", p.display()))?;
-        let sha = meta["weights_sha256"].as_str().unwrap_or("").to_string();
-        out.push(RunCheckpoint { weights: dir.join(file), sidecar: p, meta, step, weights_sha256: sha });
-    }
+    let out: Vec<RunCheckpoint> = run::sidecar::list(dir)?
+        .into_iter()
+        .map(|(sidecar, meta)| RunCheckpoint { weights: dir.join(&meta.weights_file), sidecar, meta })
+        .collect();
     if out.is_empty() {
         bail!("{}: no checkpoints (step_*.json)", dir.display());
     }
-    out.sort_by_key(|c| c.step);
     Ok(out)
 }
 
@@ -76,18 +63,24 @@ pub fn sweep(
     let total: usize = windows.iter().map(|&k| ckpts.len().saturating_sub(first_end(k.max(1)))).sum();
     let (mut written, mut kept) = (0, 0);
     for &k in windows {
-        let dir = out.join(format!("k{k}"));
+        let dir = run::layout::window_dir(out, k);
         for end in first_end(k)..ckpts.len() {
             let window = &ckpts[end + 1 - k..=end];
             let last = &window[k - 1];
-            let stem = format!("step_{:06}", last.step);
+            let stem = run::sidecar::stem(last.meta.step);
             let (wpath, spath) = (dir.join(format!("{stem}.safetensors")), dir.join(format!("{stem}.json")));
-            let inputs: Vec<Value> =
-                window.iter().map(|c| json!({"step": c.step, "file": c.weights, "sha256": c.weights_sha256})).collect();
-            let up_to_date = std::fs::read_to_string(&spath)
+            let inputs: Vec<IntegrationInput> = window
+                .iter()
+                .map(|c| IntegrationInput {
+                    step: c.meta.step,
+                    file: c.weights.clone(),
+                    sha256: c.meta.weights_sha256.clone(),
+                })
+                .collect();
+            let up_to_date = run::sidecar::read_sidecar(&spath)
                 .ok()
-                .and_then(|t| serde_json::from_str::<Value>(&t).ok())
-                .is_some_and(|v| v["integration"]["inputs"] == Value::Array(inputs.clone()) && wpath.is_file());
+                .and_then(|m| m.integration)
+                .is_some_and(|i| i.inputs == inputs && wpath.is_file());
             if up_to_date {
                 kept += 1;
             } else {
@@ -96,14 +89,20 @@ pub fn sweep(
                 let mut set = FileSet::begin(&lock, &dir)?;
                 let wname = format!("{stem}.safetensors");
                 average::average_into(&opened, &average::uniform(k), accumulate, &mut set, &wname)?;
-                let mut meta = last.meta.clone();
-                meta["weights_file"] = json!(wname);
-                meta["weights_sha256"] = json!(sha256_file(&set.staged(&wname))?);
-                meta["optimizer_file"] = Value::Null;
-                meta["optimizer_sha256"] = Value::Null;
-                meta["git_commit"] = json!(git_commit());
-                meta["integration"] =
-                    json!({"method": "uniform average", "k": k, "accumulate": accumulate, "inputs": inputs});
+                let meta = Sidecar {
+                    weights_file: wname.clone(),
+                    weights_sha256: sha256_file(&set.staged(&wname))?,
+                    optimizer_file: None,
+                    optimizer_sha256: None,
+                    git_commit: git_commit(),
+                    integration: Some(Integration {
+                        method: "uniform average".into(),
+                        k,
+                        accumulate: serde_json::to_value(accumulate)?.as_str().unwrap_or_default().to_string(),
+                        inputs,
+                    }),
+                    ..last.meta.clone()
+                };
                 set.write(&format!("{stem}.json"), serde_json::to_string_pretty(&meta)?.as_bytes())?;
                 set.commit()?;
                 written += 1;

@@ -76,7 +76,7 @@ impl<'a> LmRunner<'a> {
         tch::manual_seed(cfg.init_seed() as i64);
         let vs = VarStore::new(Device::Cpu);
         let mut model = Gpt::new(&vs.root(), &cfg.model, cfg.data.vocab_size);
-        model.set_train_compute(precision.kind());
+        model.set_train_compute(lm::model::precision_kind(precision));
         let t = &cfg.train;
         let opt = AdamW::new(&vs, t.beta1, t.beta2, t.eps, t.weight_decay);
         let mut r = LmRunner { cfg, data, _vs: vs, model, opt, step: 0, split: [0.0; 3] };

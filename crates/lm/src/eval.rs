@@ -21,33 +21,7 @@ use crate::model::Gpt;
 use crate::score::{score_groups, Request};
 use crate::tokenize::Tok;
 
-#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
-#[serde(deny_unknown_fields)]
-pub struct EvalConfig {
-    /// Folder with the task files and manifest.json (`just data` builds it).
-    pub tasks: PathBuf,
-    /// Seeds the example subset and the choice of few-shot examples.
-    pub seed: u64,
-    /// Solved examples prepended to every prompt (0 = zero-shot).
-    pub shots: usize,
-    /// At most this many examples per task (a fixed, seeded subset).
-    pub max_examples: usize,
-    /// Per-task caps that replace `max_examples` (e.g. `bigbench_sva = 5000`).
-    #[serde(default, skip_serializing_if = "std::collections::BTreeMap::is_empty")]
-    pub max_examples_per_task: std::collections::BTreeMap<String, usize>,
-    /// Tokens per forward batch.
-    pub batch_tokens: usize,
-}
-
-impl EvalConfig {
-    pub fn load(path: &Path) -> Result<EvalConfig> {
-        let text = std::fs::read_to_string(path).with_context(|| format!("{}: cannot read", path.display()))?;
-        toml::from_str(&text).with_context(|| format!("{}: not a valid eval config", path.display()))
-    }
-    fn hash(&self) -> String {
-        output::provenance::sha256_hex(&serde_json::to_vec(self).unwrap())
-    }
-}
+pub use run::config::EvalConfig;
 
 /// Version of the scoring code, part of every cached result's key: a change of how requests are
 /// encoded or scored makes every checkpoint be scored again. 1: context and continuation encoded
@@ -298,11 +272,17 @@ pub fn run(
     let mut tf = records::tasks_frame(&summary)?;
     records::stage_frame(&mut set, "tasks.parquet", &mut tf)?;
     records::stage_frame(&mut set, "tasks.csv", &mut tf)?;
-    let provenance = serde_json::json!({
-        "checkpoints": ckpt_dir, "eval_config": cfg, "eval_config_hash": cfg.hash(), "tasks": task_versions,
-        "tokenizer_sha256": tok.sha256, "scoring_version": SCORING_VERSION, "git_commit": output::provenance::git_commit(), "host": output::provenance::host(),
-        "weights": ckpts.iter().map(|(_, m)| (m.step, m.weights_sha256.clone())).collect::<Vec<_>>(),
-    });
+    let provenance = run::provenance::EvalProvenance {
+        checkpoints: ckpt_dir.to_path_buf(),
+        eval_config: cfg.clone(),
+        eval_config_hash: cfg.hash(),
+        tasks: task_versions,
+        tokenizer_sha256: tok.sha256.clone(),
+        scoring_version: SCORING_VERSION,
+        git_commit: output::provenance::git_commit(),
+        host: output::provenance::host(),
+        weights: ckpts.iter().map(|(_, m)| (m.step, m.weights_sha256.clone())).collect(),
+    };
     set.write("provenance.json", serde_json::to_string_pretty(&provenance)?.as_bytes())?;
     set.commit()?;
     drop(lock);

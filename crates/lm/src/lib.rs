@@ -1,7 +1,8 @@
 //! `lm`: a small LLaMA-style decoder pretrained with libtorch (`tch`), leaving a dense trail of
 //! checkpoints for the fluctuation study.
 //!
-//! - [`config`]: the run config (TOML) and its hash; the learning-rate schedules.
+//! - [`config`]: the run config (TOML), its hash and learning-rate schedules (owned by the
+//!   `run` crate, the run folder's contract, and re-exported here).
 //! - [`tokenize`]: byte-level BPE training and cached corpus encoding.
 //! - [`model`]: the decoder.
 //! - [`optim`]: AdamW with savable moments.
@@ -13,7 +14,7 @@
 //! - [`heap`]: malloc settings that keep tensors' freed memory for reuse (every command sets them).
 
 pub mod checkpoint;
-pub mod config;
+pub use run::config;
 pub mod eval;
 pub mod export;
 pub mod heap;

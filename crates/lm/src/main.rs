@@ -52,7 +52,8 @@ enum Command {
         /// Eval config (TOML).
         #[arg(long, default_value = "configs/eval.toml")]
         config: PathBuf,
-        /// Output folder [default: <checkpoints>/../eval].
+        /// Output folder [default: <run>/eval for <run>/checkpoints, <run>/eval-avg-k<K> for
+        /// <run>/averaged/k<K>, <checkpoints>/../eval otherwise].
         #[arg(long)]
         out: Option<PathBuf>,
         /// Override the config's examples per task.
@@ -147,7 +148,7 @@ fn main() -> Result<()> {
             let mut cfg = lm::eval::EvalConfig::load(&config)?;
             cfg.max_examples = max_examples.unwrap_or(cfg.max_examples);
             cfg.shots = shots.unwrap_or(cfg.shots);
-            let out = out.unwrap_or_else(|| checkpoints.parent().unwrap_or(&checkpoints).join("eval"));
+            let out = out.unwrap_or_else(|| run::layout::default_eval_dir(&checkpoints));
             let s = lm::eval::run(&checkpoints, &cfg, &out, tokenizer.as_deref(), quiet)?;
             println!(
                 "{}: {} checkpoints ({} scored, {} up to date), {} examples each, {:.1} s scoring ({:.0} examples/s)",

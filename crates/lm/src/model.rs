@@ -7,6 +7,14 @@ use crate::config::ModelConfig;
 use tch::nn::{self, Module};
 use tch::{Device, Kind, Tensor};
 
+/// The tensor kind training's matmuls run in under a config's precision.
+pub fn precision_kind(p: crate::config::Precision) -> Kind {
+    match p {
+        crate::config::Precision::Fp32 => Kind::Float,
+        crate::config::Precision::Bf16 => Kind::BFloat16,
+    }
+}
+
 #[derive(Debug)]
 struct RmsNorm {
     weight: Tensor,

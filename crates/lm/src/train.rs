@@ -254,11 +254,11 @@ pub fn train(cfg: &Config, run_dir: &Path, opts: &TrainOptions) -> Result<TrainS
     } else {
         output::write_atomic(&cfg_path, toml::to_string(cfg)?.as_bytes())?;
     }
-    let ckpt_dir = run_dir.join("checkpoints");
+    let ckpt_dir = run::RunDir::new(run_dir).checkpoints();
     let device = Device::cuda_if_available();
     let mut vs = VarStore::new(device);
     let mut model = seeded(cfg.init_seed() as i64, || Gpt::new(&vs.root(), &cfg.model, cfg.data.vocab_size));
-    model.set_train_compute(cfg.train.precision.kind());
+    model.set_train_compute(crate::model::precision_kind(cfg.train.precision));
     let t = &cfg.train;
     let mut opt = AdamW::new(&vs, t.beta1, t.beta2, t.eps, t.weight_decay);
     let resumed = resume_point(&ckpt_dir, &mut vs, &mut opt, &tok)?;
@@ -289,6 +289,7 @@ pub fn train(cfg: &Config, run_dir: &Path, opts: &TrainOptions) -> Result<TrainS
         schema_version: checkpoint::SIDECAR_VERSION,
         git_commit: commit.clone(),
         config: cfg.clone(),
+        integration: None,
     };
     let first_val = data.val_loss(cfg, &model, device);
     if resumed.is_none() {

@@ -7,6 +7,7 @@ use experiments::plot::{color, int_label, legend, mesh, padded, panel, task_grid
 use experiments::{curve, task_names, Args, Output, Run};
 use plotters::coord::Shift;
 use plotters::prelude::*;
+use run::Variant;
 
 struct Panel {
     task: String,
@@ -77,7 +78,7 @@ impl Figure for Fig {
 fn main() -> Result<()> {
     let args = Args::parse();
     let run = Run::new(&args.run)?;
-    let rows = run.tasks("eval")?;
+    let rows = run.tasks(Variant::SINGLE)?;
     let metrics = run.task_metrics()?;
     let mut panels = vec![];
     for task in task_names(rows.iter().map(|r| r.task.as_str())) {

@@ -7,6 +7,7 @@ use experiments::plot::{color, font, int_label, panel, task_grid, Figure};
 use experiments::{task_names, Args, Output, Run};
 use plotters::coord::Shift;
 use plotters::prelude::*;
+use run::Variant;
 use std::collections::BTreeMap;
 
 struct Panel {
@@ -91,7 +92,7 @@ impl Figure for Fig {
 fn main() -> Result<()> {
     let args = Args::parse();
     let run = Run::new(&args.run)?;
-    let examples = run.examples("eval")?;
+    let examples = run.examples(Variant::SINGLE)?;
     let mut panels = vec![];
     for task in task_names(examples.iter().map(|r| r.task.as_str())) {
         let mut steps: Vec<u64> = examples.iter().filter(|r| r.task == task).map(|r| r.step).collect();

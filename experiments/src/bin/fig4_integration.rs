@@ -9,16 +9,17 @@ use experiments::plot::{int_label, legend, mesh, method_color, padded, panel, ta
 use experiments::{curve, task_names, Args, Output, Run};
 use plotters::coord::Shift;
 use plotters::prelude::*;
+use run::{Method, Variant};
 
-/// (label, method, k, table folder); the smoothing baseline is computed from `eval`
-const VARIANTS: [(&str, &str, usize, &str); 7] = [
-    ("single checkpoint", "single", 1, "eval"),
-    ("smoothing k=4", "smoothing", 4, "eval"),
-    ("smoothing k=16", "smoothing", 16, "eval"),
-    ("average k=4", "average", 4, "eval-avg-k4"),
-    ("average k=16", "average", 16, "eval-avg-k16"),
-    ("ensemble k=4", "ensemble", 4, "ensembled/k4"),
-    ("ensemble k=16", "ensemble", 16, "ensembled/k16"),
+/// (label, method, k); the smoothing baseline is computed from the single checkpoints' scores
+const VARIANTS: [(&str, Method, usize); 7] = [
+    ("single checkpoint", Method::Single, 1),
+    ("smoothing k=4", Method::Smoothing, 4),
+    ("smoothing k=16", Method::Smoothing, 16),
+    ("average k=4", Method::Average, 4),
+    ("average k=16", Method::Average, 16),
+    ("ensemble k=4", Method::EnsembleMean, 4),
+    ("ensemble k=16", Method::EnsembleMean, 16),
 ];
 
 struct Panel {
@@ -45,11 +46,11 @@ impl Figure for Fig {
             let yr = padded(p.curves.iter().flatten().map(|q| q.1));
             let mut chart = panel(area, &p.task, 64).build_cartesian_2d(x0..x1, yr)?;
             mesh(&mut chart, "training step", "accuracy", &int_label, &two_decimals)?;
-            for ((label, method, k, _), pts) in VARIANTS.iter().zip(&p.curves) {
-                let c = method_color(method);
-                let style = c.stroke_width(if *method == "single" { 2 } else { 3 });
+            for ((label, method, k), pts) in VARIANTS.iter().zip(&p.curves) {
+                let c = method_color(*method);
+                let style = c.stroke_width(if *method == Method::Single { 2 } else { 3 });
                 let pts = pts.clone();
-                if *method == "smoothing" {
+                if *method == Method::Smoothing {
                     chart
                         .draw_series(DashedLineSeries::new(pts, if *k == 4 { 4 } else { 12 }, 4, style))?
                         .label(*label)
@@ -77,7 +78,7 @@ impl Figure for Fig {
 fn main() -> Result<()> {
     let args = Args::parse();
     let run = Run::new(&args.run)?;
-    let tables = VARIANTS.iter().map(|v| run.tasks(v.3)).collect::<Result<Vec<_>>>()?;
+    let tables = VARIANTS.iter().map(|v| run.tasks(Variant::new(v.1, v.2))).collect::<Result<Vec<_>>>()?;
     let mut panels = vec![];
     for task in task_names(tables[0].iter().map(|r| r.task.as_str())) {
         let curves: Vec<Vec<(f64, f64)>> = tables
@@ -85,7 +86,7 @@ fn main() -> Result<()> {
             .zip(&VARIANTS)
             .map(|(t, v)| {
                 let (s, a, _) = curve(t, &task);
-                if v.1 == "smoothing" {
+                if v.1 == Method::Smoothing {
                     // the k-moving average of the single scores, at the last step of each window
                     let ma = theory::sequence::moving_average(&a, v.2);
                     s[v.2 - 1..].iter().copied().zip(ma).collect()
@@ -96,7 +97,7 @@ fn main() -> Result<()> {
             .collect();
         if let Some(i) = curves.iter().position(|c| c.is_empty()) {
             // cloze tasks have no ensemble: there is no distribution over options to average
-            eprintln!("{task}: not in {}; left out", VARIANTS[i].3);
+            eprintln!("{task}: not in the tables of {}; left out", Variant::new(VARIANTS[i].1, VARIANTS[i].2));
             continue;
         }
         // the steps that every variant was scored at

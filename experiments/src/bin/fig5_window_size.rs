@@ -11,6 +11,7 @@ use experiments::plot::{font, legend, method_color, padded, panel, titled_grid, 
 use experiments::{mean, task_names, Args, Output, Run};
 use plotters::coord::Shift;
 use plotters::prelude::*;
+use run::Method;
 
 const METRICS: [&str; 3] = ["MTV of the task score", "mean example flip rate", "mean instability score (IS)"];
 
@@ -19,20 +20,22 @@ fn metric(r: &StabilityRow, i: usize) -> Option<f64> {
 }
 
 /// method -> (per task: [(log2 k, value)], mean over tasks: [(log2 k, value)]); k = 1 is the single checkpoint.
-type Lines = Vec<(&'static str, Vec<Vec<(f64, f64)>>, Vec<(f64, f64)>)>;
+type Lines = Vec<(Method, Vec<Vec<(f64, f64)>>, Vec<(f64, f64)>)>;
 
 fn lines(rows: &[StabilityRow], i: usize) -> Lines {
     let tasks = task_names(rows.iter().map(|r| r.task.as_str()));
-    ["smoothing", "average", "ensemble"]
+    [Method::Smoothing, Method::Average, Method::EnsembleMean]
         .into_iter()
         .map(|method| {
             let mut ks: Vec<usize> =
-                rows.iter().filter(|r| r.method == method || r.method == "single").map(|r| r.k).collect();
+                rows.iter().filter(|r| r.method == method || r.method == Method::Single).map(|r| r.k).collect();
             ks.sort_unstable();
             ks.dedup();
             let value = |task: &str, k: usize| {
                 rows.iter()
-                    .find(|r| r.task == task && r.k == k && (r.method == method || (k == 1 && r.method == "single")))
+                    .find(|r| {
+                        r.task == task && r.k == k && (r.method == method || (k == 1 && r.method == Method::Single))
+                    })
                     .and_then(|r| metric(r, i))
             };
             let per_task: Vec<Vec<(f64, f64)>> = tasks
@@ -46,17 +49,17 @@ fn lines(rows: &[StabilityRow], i: usize) -> Lines {
             (method, per_task, means)
         })
         // the smoothing baseline has no example-level measures
-        .filter(|(_, _, means): &(&str, Vec<Vec<(f64, f64)>>, Vec<(f64, f64)>)| {
+        .filter(|(_, _, means): &(Method, Vec<Vec<(f64, f64)>>, Vec<(f64, f64)>)| {
             means.iter().filter(|q| q.1.is_finite()).count() > 1
         })
         .collect()
 }
 
-fn label(method: &str) -> &str {
+fn label(method: Method) -> &'static str {
     match method {
-        "ensemble" => "ensemble, mean of distributions",
-        "smoothing" => "smoothing baseline",
-        m => m,
+        Method::EnsembleMean => "ensemble, mean of distributions",
+        Method::Smoothing => "smoothing baseline",
+        m => m.name(),
     }
 }
 
@@ -97,13 +100,13 @@ impl Figure for Fig {
                 .bold_line_style(RGBColor(225, 225, 225))
                 .draw()?;
             for (method, per_task, means) in lines {
-                let c = method_color(method);
+                let c = method_color(*method);
                 for t in per_task {
                     chart.draw_series(LineSeries::new(t.clone(), c.mix(0.18).stroke_width(1)))?;
                 }
                 chart
                     .draw_series(LineSeries::new(means.clone(), c.stroke_width(4)))?
-                    .label(format!("{} (mean over tasks)", label(method)))
+                    .label(format!("{} (mean over tasks)", label(*method)))
                     .legend(move |(x, y)| PathElement::new(vec![(x, y), (x + 24, y)], c.stroke_width(4)));
                 chart.draw_series(means.iter().map(|&q| Circle::new(q, 6, c.filled())))?;
             }
@@ -117,7 +120,7 @@ fn main() -> Result<()> {
     let args = Args::parse();
     let run = Run::new(&args.run)?;
     let rows = run.stability()?;
-    if !rows.iter().any(|r| r.method != "single") {
+    if !rows.iter().any(|r| r.method != Method::Single) {
         bail!("{}: analysis/stability.csv has no averaged or ensembled rows; run `just reproduce`", run.dir.display());
     }
     let fig = Fig((0..METRICS.len()).map(|i| lines(&rows, i)).collect());

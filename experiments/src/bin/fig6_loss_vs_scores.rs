@@ -8,6 +8,7 @@ use experiments::plot::{color, font, int_label, legend, mesh, padded, panel, tit
 use experiments::{curve, task_names, Args, Output, Run};
 use plotters::coord::Shift;
 use plotters::prelude::*;
+use run::Variant;
 
 /// Sum of |increments| over (max - min); None for a constant curve.
 fn roughness(y: &[f64]) -> Option<f64> {
@@ -93,7 +94,7 @@ fn main() -> Result<()> {
     let args = Args::parse();
     let run = Run::new(&args.run)?;
     let log = run.train_log()?;
-    let tasks = run.tasks("eval")?;
+    let tasks = run.tasks(Variant::SINGLE)?;
     let loss: Vec<(f64, f64)> = log.iter().filter_map(|r| r.val_loss.map(|v| (r.step as f64, v))).collect();
     if loss.len() < 2 {
         bail!("{}: fewer than two validation losses in train_log.csv", run.dir.display());

@@ -13,12 +13,13 @@ use experiments::study::{load_results, seed_groups, seed_spread, yardstick, Seed
 use experiments::{mean, Args, Output, Run};
 use plotters::coord::Shift;
 use plotters::prelude::*;
+use run::Method;
 
-const METHODS: [(&str, usize, &str); 4] = [
-    ("single", 1, "single checkpoints"),
-    ("smoothing", 16, "smoothing baseline k=16"),
-    ("average", 16, "average k=16"),
-    ("ensemble", 16, "ensemble k=16"),
+const METHODS: [(Method, usize, &str); 4] = [
+    (Method::Single, 1, "single checkpoints"),
+    (Method::Smoothing, 16, "smoothing baseline k=16"),
+    (Method::Average, 16, "average k=16"),
+    (Method::EnsembleMean, 16, "ensemble k=16"),
 ];
 
 /// (label, [(method index, pooled MTV)]) per category of an axis.
@@ -29,7 +30,7 @@ fn pooled(runs: &[&StudyRun]) -> Vec<(usize, f64)> {
         .iter()
         .enumerate()
         .filter_map(|(i, (m, k, _))| {
-            let v: Vec<f64> = runs.iter().filter_map(|r| r.pooled_mtv(&r.above_chance(), m, *k)).collect();
+            let v: Vec<f64> = runs.iter().filter_map(|r| r.pooled_mtv(&r.above_chance(), *m, *k)).collect();
             (!v.is_empty()).then(|| (i, mean(&v)))
         })
         .collect()
@@ -116,7 +117,7 @@ impl Figure for Fig {
                     .label(format!("between-seed sd of the final score ({seeds} seeds, 95%)"))
                     .legend(move |(x, y)| Circle::new((x + 10, y), 6, c.filled()));
             }
-            let (c1, c2) = (method_color("single"), method_color("smoothing"));
+            let (c1, c2) = (method_color(Method::Single), method_color(Method::Smoothing));
             chart
                 .draw_series(
                     spread
@@ -161,7 +162,7 @@ impl Figure for Fig {
                 .bold_line_style(RGBColor(225, 225, 225))
                 .draw()?;
             for (i, (method, _, label)) in METHODS.iter().enumerate() {
-                let c = method_color(method);
+                let c = method_color(*method);
                 let off = (i as f64 - 1.5) * 0.08;
                 let pts: Vec<(f64, f64)> =
                     points.iter().filter_map(|(x, v)| v.iter().find(|q| q.0 == i).map(|q| (*x + off, q.1))).collect();

@@ -10,11 +10,12 @@ use analysis::compare::StabilityRow;
 use anyhow::{bail, Context, Result};
 use clap::Parser;
 use experiments::{csv_text, markdown_table, mean, task_names, Args, Output, Run};
+use run::{Method, Variant};
 
 /// The largest k that both averaging and ensembling were run with.
 fn shared_k(rows: &[StabilityRow]) -> Option<usize> {
-    let ks = |m: &str| rows.iter().filter(|r| r.method == m).map(|r| r.k).collect::<Vec<_>>();
-    let (a, e) = (ks("average"), ks("ensemble"));
+    let ks = |m: Method| rows.iter().filter(|r| r.method == m).map(|r| r.k).collect::<Vec<_>>();
+    let (a, e) = (ks(Method::Average), ks(Method::EnsembleMean));
     a.into_iter().filter(|k| e.contains(k)).max()
 }
 
@@ -25,11 +26,11 @@ fn main() -> Result<()> {
     let k = shared_k(&rows).with_context(|| {
         format!("{}: analysis/stability.csv has no window k shared by averaging and ensembling", run.dir.display())
     })?;
-    let methods = [("single", 1), ("average", k), ("ensemble", k)];
+    let methods = [(Method::Single, 1), (Method::Average, k), (Method::EnsembleMean, k)];
     let mut md_rows = vec![];
     let mut csv_rows = vec![];
     let mut columns: Vec<Vec<f64>> = vec![vec![]; 9];
-    let task_level = [("single", 1), ("smoothing", k), ("average", k), ("ensemble", k)];
+    let task_level = [(Method::Single, 1), (Method::Smoothing, k), (Method::Average, k), (Method::EnsembleMean, k)];
     let mut tl_rows: Vec<Vec<String>> = vec![];
     let mut tl_columns: Vec<Vec<f64>> = vec![vec![]; 4];
     for task in task_names(rows.iter().map(|r| r.task.as_str())) {
@@ -112,7 +113,13 @@ fn main() -> Result<()> {
     );
     md += &format!("\nMTV of the task score (accuracy) over the same steps, single checkpoints beside the smoothing baseline of the same window (k-moving average of the single scores: what window overlap alone gives):\n\n");
     md += &markdown_table(
-        &["task", "single", &format!("smoothing k={k}"), &format!("average k={k}"), &format!("ensemble k={k}")],
+        &[
+            "task",
+            &Variant::SINGLE.to_string(),
+            &Variant::new(Method::Smoothing, k).to_string(),
+            &Variant::new(Method::Average, k).to_string(),
+            &Variant::new(Method::EnsembleMean, k).to_string(),
+        ],
         &tl_rows,
     );
     let csv_header = [

@@ -6,9 +6,10 @@ use analysis::compare::StabilityRow;
 use anyhow::{bail, Result};
 use clap::Parser;
 use experiments::{csv_text, markdown_table, mean, Args, Output, Run};
+use run::Method;
 
 struct Summary {
-    method: String,
+    method: Method,
     k: usize,
     tasks: usize,
     final_score: f64,
@@ -23,14 +24,11 @@ struct Summary {
 
 /// Only tasks with example-level rows for every method count, so every row averages the same tasks.
 fn summarise(rows: &[StabilityRow]) -> Vec<Summary> {
-    let mut variants: Vec<(String, usize)> = rows.iter().map(|r| (r.method.clone(), r.k)).collect();
-    let order = |m: &str| {
-        ["single", "smoothing", "average", "ensemble", "ensemble_vote"].iter().position(|x| *x == m).unwrap_or(5)
-    };
-    variants.sort_by_key(|(m, k)| (order(m), *k));
+    let mut variants: Vec<(Method, usize)> = rows.iter().map(|r| (r.method, r.k)).collect();
+    variants.sort();
     variants.dedup();
     // an ensemble of one checkpoint is the single checkpoint
-    variants.retain(|(m, k)| m == "single" || *k > 1);
+    variants.retain(|(m, k)| *m == Method::Single || *k > 1);
     let mut tasks: Vec<&str> = rows.iter().map(|r| r.task.as_str()).collect();
     tasks.sort_unstable();
     tasks.dedup();
@@ -38,19 +36,19 @@ fn summarise(rows: &[StabilityRow]) -> Vec<Summary> {
         variants.iter().all(|(m, k)| {
             rows.iter().any(|r| {
                 r.task == *t
-                    && &r.method == m
+                    && r.method == *m
                     && r.k == *k
                     // the smoothing baseline is a task-level series: no example rows
-                    && (m == "smoothing" || (r.flip_rate.is_some() && r.instability.is_some()))
+                    && (*m == Method::Smoothing || (r.flip_rate.is_some() && r.instability.is_some()))
             })
         })
     });
-    let get = |t: &str, m: &str, k: usize| rows.iter().find(|r| r.task == t && r.method == m && r.k == k).unwrap();
+    let get = |t: &str, m: Method, k: usize| rows.iter().find(|r| r.task == t && r.method == m && r.k == k).unwrap();
     variants
         .into_iter()
         .map(|(m, k)| {
-            let rs: Vec<&StabilityRow> = tasks.iter().map(|t| get(t, &m, k)).collect();
-            let base: Vec<&StabilityRow> = tasks.iter().map(|t| get(t, "single", 1)).collect();
+            let rs: Vec<&StabilityRow> = tasks.iter().map(|t| get(t, m, k)).collect();
+            let base: Vec<&StabilityRow> = tasks.iter().map(|t| get(t, Method::Single, 1)).collect();
             let f = |g: fn(&StabilityRow) -> f64| mean(&rs.iter().map(|r| g(r)).collect::<Vec<_>>());
             let lower = |g: fn(&StabilityRow) -> f64| rs.iter().zip(&base).filter(|(r, b)| g(r) < g(b)).count();
             let (mtv, flip, is): (fn(&StabilityRow) -> f64, fn(&StabilityRow) -> f64, fn(&StabilityRow) -> f64) =
@@ -96,7 +94,7 @@ fn main() -> Result<()> {
     let num = |v: f64| if v.is_nan() { "-".to_string() } else { format!("{v:.4}") };
     let cells = |x: &Summary, frac: &dyn Fn(usize) -> String| -> Vec<String> {
         vec![
-            x.method.clone(),
+            x.method.to_string(),
             x.k.to_string(),
             format!("{:.3}", x.final_score),
             format!("{:.3}", x.mean_score),
@@ -113,7 +111,7 @@ fn main() -> Result<()> {
         .iter()
         .map(|x| {
             cells(x, &|c| {
-                if x.method == "single" {
+                if x.method == Method::Single {
                     "-".into()
                 } else {
                     format!("{c}/{n}")

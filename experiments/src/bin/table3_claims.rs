@@ -7,6 +7,7 @@ use analysis::claims::{self, Verdict, FAMILY, FAMILY_LEVEL};
 use anyhow::{Context, Result};
 use clap::Parser;
 use experiments::{csv_text, markdown_table, Args, Output, Run};
+use run::Method;
 
 fn main() -> Result<()> {
     let args = Args::parse();
@@ -18,12 +19,13 @@ fn main() -> Result<()> {
     let k = [16usize, 8, 4, 2]
         .into_iter()
         .find(|k| {
-            st.iter().any(|r| r.method == "average" && r.k == *k)
-                && st.iter().any(|r| r.method == "ensemble" && r.k == *k)
+            st.iter().any(|r| r.method == Method::Average && r.k == *k)
+                && st.iter().any(|r| r.method == Method::EnsembleMean && r.k == *k)
         })
         .context("analysis/stability.csv: averaging and ensembling share no window k")?;
-    let small = |method: &str| st.iter().filter(|r| r.method == method && r.k > 1).map(|r| r.k).min().unwrap_or(k);
-    let windows = claims::Windows { k, ensemble_small: small("ensemble"), average_small: small("average") };
+    let small = |method: Method| st.iter().filter(|r| r.method == method && r.k > 1).map(|r| r.k).min().unwrap_or(k);
+    let windows =
+        claims::Windows { k, ensemble_small: small(Method::EnsembleMean), average_small: small(Method::Average) };
     let models = experiments::pythia_models(&args.pythia, &run)?;
     let trend = experiments::pythia_size_trend(&models);
     let cs = claims::claims(&tm, &diffs, windows, trend.pooled.as_ref(), (trend.smallest, trend.largest));

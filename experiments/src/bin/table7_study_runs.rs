@@ -10,22 +10,24 @@ use anyhow::Result;
 use clap::Parser;
 use experiments::study::load_results;
 use experiments::{csv_text, markdown_table, Args, Output, Run};
+use run::{Method, Variant};
 
-const METHODS: [(&str, usize, &str); 7] = [
-    ("single", 1, "single"),
-    ("smoothing", 4, "smoothing k=4"),
-    ("average", 4, "average k=4"),
-    ("ensemble", 4, "ensemble k=4"),
-    ("smoothing", 16, "smoothing k=16"),
-    ("average", 16, "average k=16"),
-    ("ensemble", 16, "ensemble k=16"),
+/// The pooled-MTV columns, headed by the variant's label (`single`, `smoothing k=4`, ...).
+const METHODS: [(Method, usize); 7] = [
+    (Method::Single, 1),
+    (Method::Smoothing, 4),
+    (Method::Average, 4),
+    (Method::EnsembleMean, 4),
+    (Method::Smoothing, 16),
+    (Method::Average, 16),
+    (Method::EnsembleMean, 16),
 ];
 
 /// Paired differences of pooled MTV shown: (method, k, baseline, baseline k, column).
-const DIFFERENCES: [(&str, usize, &str, usize, &str); 3] = [
-    ("average", 16, "single", 1, "average k=16 - single [95%]"),
-    ("average", 16, "smoothing", 16, "average k=16 - smoothing k=16 [95%]"),
-    ("ensemble", 16, "smoothing", 16, "ensemble k=16 - smoothing k=16 [95%]"),
+const DIFFERENCES: [(Method, usize, Method, usize, &str); 3] = [
+    (Method::Average, 16, Method::Single, 1, "average k=16 - single [95%]"),
+    (Method::Average, 16, Method::Smoothing, 16, "average k=16 - smoothing k=16 [95%]"),
+    (Method::EnsembleMean, 16, Method::Smoothing, 16, "ensemble k=16 - smoothing k=16 [95%]"),
 ];
 
 fn main() -> Result<()> {
@@ -34,7 +36,8 @@ fn main() -> Result<()> {
     let runs = load_results(&args.results, &prov)?;
     let mut header =
         vec!["run", "schedule", "parameters", "tokens", "init/data seed", "final val loss", "tasks above chance"];
-    header.extend(METHODS.iter().map(|m| m.2));
+    let labels: Vec<String> = METHODS.iter().map(|&(m, k)| Variant::new(m, k).to_string()).collect();
+    header.extend(labels.iter().map(String::as_str));
     header.extend(DIFFERENCES.iter().map(|d| d.4));
     let rows: Vec<Vec<String>> = runs
         .iter()
@@ -50,10 +53,10 @@ fn main() -> Result<()> {
                 format!("{}/{}", above.len(), r.tasks.len()),
             ];
             row.extend(
-                METHODS.iter().map(|(m, k, _)| r.pooled_mtv(&above, m, *k).map_or("-".into(), |v| format!("{v:.4}"))),
+                METHODS.iter().map(|(m, k)| r.pooled_mtv(&above, *m, *k).map_or("-".into(), |v| format!("{v:.4}"))),
             );
             row.extend(DIFFERENCES.iter().map(|(m, k, b, bk, _)| {
-                r.mtv_difference(m, *k, b, *bk)
+                r.mtv_difference(*m, *k, *b, *bk)
                     .map_or("-".into(), |d| format!("{:.4} [{:.4}, {:.4}]", d.estimate, d.ci_low, d.ci_high))
             }));
             row

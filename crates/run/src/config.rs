@@ -117,9 +117,20 @@ pub struct TrainConfig {
     pub val_windows: i64,
     /// Precision of training's linear layers: `fp32` (absent; not written, so existing configs
     /// hash as before) or `bf16` (bf16 matmuls; fp32 master weights, gradients, AdamW state,
-    /// attention, norms and loss; see [`crate::model::Gpt::set_train_compute`]).
+    /// attention, norms and loss; see `lm::model::Gpt::set_train_compute`).
     #[serde(default, skip_serializing_if = "Precision::is_fp32")]
     pub precision: Precision,
+}
+
+impl Schedule {
+    /// The name in configs and tables (`cosine`, `constant`, `wsd`).
+    pub fn name(self) -> &'static str {
+        match self {
+            Schedule::Cosine => "cosine",
+            Schedule::Constant => "constant",
+            Schedule::Wsd => "wsd",
+        }
+    }
 }
 
 /// The compute precision of training.
@@ -135,13 +146,37 @@ impl Precision {
     fn is_fp32(&self) -> bool {
         *self == Precision::Fp32
     }
+}
 
-    /// The tensor kind the matmuls run in.
-    pub fn kind(self) -> tch::Kind {
-        match self {
-            Precision::Fp32 => tch::Kind::Float,
-            Precision::Bf16 => tch::Kind::BFloat16,
-        }
+/// How `lm eval` scores a run (configs/eval.toml, configs/eval-study.toml): which tasks, how many
+/// examples of each (a fixed, seeded subset), how many shots, how large a batch.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct EvalConfig {
+    /// Folder with the task files and manifest.json (`just data` builds it).
+    pub tasks: PathBuf,
+    /// Seeds the example subset and the choice of few-shot examples.
+    pub seed: u64,
+    /// Solved examples prepended to every prompt (0 = zero-shot).
+    pub shots: usize,
+    /// At most this many examples per task (a fixed, seeded subset).
+    pub max_examples: usize,
+    /// Per-task caps that replace `max_examples` (e.g. `bigbench_sva = 5000`).
+    #[serde(default, skip_serializing_if = "std::collections::BTreeMap::is_empty")]
+    pub max_examples_per_task: std::collections::BTreeMap<String, usize>,
+    /// Tokens per forward batch.
+    pub batch_tokens: usize,
+}
+
+impl EvalConfig {
+    pub fn load(path: &Path) -> Result<EvalConfig> {
+        let text = std::fs::read_to_string(path).with_context(|| format!("{}: cannot read", path.display()))?;
+        toml::from_str(&text).with_context(|| format!("{}: not a valid eval config", path.display()))
+    }
+
+    /// sha256 of the config's canonical JSON form.
+    pub fn hash(&self) -> String {
+        output::provenance::sha256_hex(&serde_json::to_vec(self).expect("eval config serialises"))
     }
 }
 
@@ -392,6 +427,13 @@ mod tests {
         assert!(early.len() >= 10 && early.len() <= 15, "{early:?}");
         // log spacing: gaps grow
         assert!(early[1] - early[0] <= early[early.len() - 1] - early[early.len() - 2], "{early:?}");
+    }
+
+    #[test]
+    fn schedule_names_are_the_config_names() {
+        for s in [Schedule::Cosine, Schedule::Constant, Schedule::Wsd] {
+            assert_eq!(toml::Value::try_from(s).unwrap().as_str(), Some(s.name()));
+        }
     }
 
     #[test]

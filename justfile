@@ -195,7 +195,7 @@ notebooks size="default": setup
 [group('test')]
 [doc("the README's test command: fmt check, every crate's tests, the end-to-end suites, the PDF test")]
 test: setup-pdf
-    cargo fmt --all -- --check
+    @if cargo fmt --version >/dev/null 2>&1; then cargo fmt --all -- --check; else echo "warning: rustfmt is not installed (rustup component add rustfmt): the format check is skipped" >&2; fi
     cargo build --release --workspace --bins
     PROPTEST_RNG_SEED=${PROPTEST_RNG_SEED:-2510048} cargo test --release --workspace
     .venv/bin/python paper/test_pdf.py

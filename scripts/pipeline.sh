@@ -40,6 +40,11 @@ while [ $# -gt 0 ]; do
 done
 [ -n "$run" ] && [ -n "$config" ] || die "--run and --config are required"
 [ -f "$config" ] || die "no config $config"
+known=" train eval average eval-averaged ensemble analysis compare "
+for stage in ${stages//,/ }; do
+  [[ $known == *" $stage "* ]] || die "unknown stage $stage; the stages are $(echo $known | tr " " ",")"
+done
+[ -z "$pack" ] || [ ! -e "$pack" ] || die "$pack exists; results are never overwritten (remove it to pack again)"
 # `schedule`: the final stage as the config's eval schedule defines it
 [ "$last" = schedule ] && last=$($lm schedule --config $config --final-count)
 [ "$final_from" = schedule ] && final_from=$($lm schedule --config $config --final-start)
@@ -56,8 +61,10 @@ timed() {
   [ -z "$stages_csv" ] || echo "$name,$((SECONDS - t)),$threads,$cpu" >> $run/stages.csv
 }
 eval_averaged() {
-  for dir in $(ls -d $run/averaged/k* | sort -V); do
-    timed "eval_avg_$(basename $dir)" $lm eval --checkpoints $dir --config $eval_config
+  for k in ${average_windows//,/ }; do
+    local dir=$run/averaged/k$k
+    [ -d $dir ] || die "no averaged checkpoints $dir; run the average stage first"
+    timed "eval_avg_k$k" $lm eval --checkpoints $dir --config $eval_config
   done
 }
 ensemble() {
@@ -76,7 +83,6 @@ for stage in ${stages//,/ }; do
     ensemble) timed ensemble ensemble ;;
     analysis) timed analysis report ;;
     compare) timed compare compare ;;
-    *) die "unknown stage $stage; the stages are train,eval,average,eval-averaged,ensemble,analysis,compare" ;;
   esac
 done
 [ -z "$pack" ] || $analysis pack $run --out $pack

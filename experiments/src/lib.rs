@@ -93,6 +93,11 @@ impl Run {
         records::read_examples(&self.file(&format!("{}/examples.parquet", self.eval_folder(variant)))?)
     }
 
+    /// A table of the run's analysis folder (`analysis report`, `analysis compare`).
+    fn analysis_file(&self, name: &str) -> Result<PathBuf> {
+        self.file(&RunDir::new("").analysis().join(name).display().to_string())
+    }
+
     /// A variant's eval folder relative to the run folder (the smoothing baseline reads the
     /// single checkpoints').
     fn eval_folder(&self, variant: Variant) -> String {
@@ -107,21 +112,21 @@ impl Run {
 
     /// The task metrics of every metric (acc, acc_norm, gold log-prob, ...).
     pub fn task_metrics_all(&self) -> Result<Vec<TaskMetrics>> {
-        read_csv(&self.file("analysis/task_metrics.csv")?)
+        read_csv(&self.analysis_file("task_metrics.csv")?)
     }
 
     /// The paired differences between methods (`analysis compare`).
     pub fn differences(&self) -> Result<Vec<DifferenceRow>> {
-        read_csv(&self.file("analysis/differences.csv")?)
+        read_csv(&self.analysis_file("differences.csv")?)
     }
 
     pub fn example_metrics(&self) -> Result<Vec<ExampleMetrics>> {
-        read_csv(&self.file("analysis/example_metrics.csv")?)
+        read_csv(&self.analysis_file("example_metrics.csv")?)
     }
 
     /// The stability table of accuracy (every method: single, smoothing, average, ensemble).
     pub fn stability(&self) -> Result<Vec<StabilityRow>> {
-        Ok(read_csv::<StabilityRow>(&self.file("analysis/stability.csv")?)?
+        Ok(read_csv::<StabilityRow>(&self.analysis_file("stability.csv")?)?
             .into_iter()
             .filter(|r| r.metric == "acc")
             .collect())

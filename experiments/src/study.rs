@@ -118,9 +118,9 @@ pub fn load_run(dir: &Path, prov: &Run) -> Result<StudyRun> {
     } else {
         None
     };
-    let tm_path = dir.join("analysis/task_metrics.csv");
-    let st_path = dir.join("analysis/stability.csv");
-    let diff_path = dir.join("analysis/differences.csv");
+    let analysis = run::RunDir::new(dir).analysis();
+    let (tm_path, st_path, diff_path) =
+        (analysis.join("task_metrics.csv"), analysis.join("stability.csv"), analysis.join("differences.csv"));
     for p in [&tm_path, &st_path, &diff_path] {
         if !p.is_file() {
             bail!("{}: missing; `just study {}` writes it", p.display(), cfg.name);

@@ -103,7 +103,11 @@ pub fn sweep(
                     }),
                     ..last.meta.clone()
                 };
-                set.write(&format!("{stem}.json"), serde_json::to_string_pretty(&meta)?.as_bytes())?;
+                // through a Value: keys sorted, as the averaged sidecars have always been written
+                set.write(
+                    &format!("{stem}.json"),
+                    serde_json::to_string_pretty(&serde_json::to_value(&meta)?)?.as_bytes(),
+                )?;
                 set.commit()?;
                 written += 1;
             }

@@ -80,8 +80,8 @@ enum Command {
         windows: Vec<usize>,
         #[arg(long, value_enum, default_value = "distribution")]
         rule: Rule,
-        /// Output folder [default: <eval>/../ensembled for a run; required for
-        /// lm-evaluation-harness inputs]; one subfolder k<k> per window.
+        /// Output folder [default: <eval>/../ensembled for a run, <eval>/../ensembled-vote with
+        /// --rule vote; required for lm-evaluation-harness inputs]; one subfolder k<k> per window.
         #[arg(long)]
         out: Option<PathBuf>,
     },

@@ -44,7 +44,7 @@ fn short(cfg: &Config, steps: u64, precision: Precision) -> Config {
 
 /// The whole-split validation loss of a run's checkpoint at `step`, from its sidecar.
 fn final_full_val(run: &Path, step: u64) -> Result<f64> {
-    let sidecar = run.join("checkpoints").join(format!("{}.json", lm::checkpoint::stem(step)));
+    let sidecar = run::RunDir::new(run).checkpoints().join(format!("{}.json", lm::checkpoint::stem(step)));
     let meta = lm::checkpoint::read_sidecar(&sidecar)?;
     meta.val_loss_full.with_context(|| format!("{}: no whole-split validation loss", sidecar.display()))
 }

@@ -278,12 +278,13 @@ pub fn run(
         eval_config_hash: cfg.hash(),
         tasks: task_versions,
         tokenizer_sha256: tok.sha256.clone(),
-        scoring_version: SCORING_VERSION,
+        scoring_version: Some(SCORING_VERSION),
         git_commit: output::provenance::git_commit(),
         host: output::provenance::host(),
         weights: ckpts.iter().map(|(_, m)| (m.step, m.weights_sha256.clone())).collect(),
     };
-    set.write("provenance.json", serde_json::to_string_pretty(&provenance)?.as_bytes())?;
+    // through a Value: keys sorted, as every provenance.json is written
+    set.write("provenance.json", serde_json::to_string_pretty(&serde_json::to_value(&provenance)?)?.as_bytes())?;
     set.commit()?;
     drop(lock);
     Ok(EvalSummary {

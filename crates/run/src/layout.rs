@@ -49,10 +49,6 @@ impl RunDir {
         RunDir::new(eval.parent().unwrap_or(eval))
     }
 
-    pub fn root(&self) -> &Path {
-        &self.root
-    }
-
     pub fn checkpoints(&self) -> PathBuf {
         self.root.join(CHECKPOINTS)
     }

@@ -52,7 +52,7 @@ pub struct Sidecar {
 pub struct Integration {
     pub method: String,
     pub k: usize,
-    /// The accumulation precision (`f64` or `f32`).
+    /// The accumulation precision (`F64` or `F32`, as `integrate::average::Accumulate` names it).
     pub accumulate: String,
     pub inputs: Vec<IntegrationInput>,
 }

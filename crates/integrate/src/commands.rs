@@ -55,6 +55,25 @@ fn check_output_place(out: &Path, inputs: &[PathBuf]) -> Result<()> {
     Ok(())
 }
 
+/// The first output of an earlier average (`integration.json`'s `outputs`: file and sha256)
+/// that is missing or no longer has its recorded sha256, said in words; None if all are intact.
+fn damaged_output(out: &Path, outputs: &serde_json::Value) -> Option<String> {
+    let Some(outputs) = outputs.as_array().filter(|o| !o.is_empty()) else {
+        return Some("integration.json records no outputs".into());
+    };
+    for o in outputs {
+        let (Some(file), Some(sha)) = (o["file"].as_str(), o["sha256"].as_str()) else {
+            return Some(format!("integration.json has a malformed output entry {o}"));
+        };
+        match crate::sha256_file(&out.join(file)) {
+            Ok(actual) if actual == sha => {}
+            Ok(_) => return Some(format!("{file} does not have the sha256 integration.json records")),
+            Err(_) => return Some(format!("{file}, recorded in integration.json, cannot be read")),
+        }
+    }
+    None
+}
+
 /// What `integrate average` is asked: the last `window` of `checkpoints` (oldest first) averaged
 /// with uniform, exponential (`ema`) or explicit `weights` into the folder `out`.
 pub struct AverageRequest {
@@ -115,10 +134,14 @@ pub fn average(req: AverageRequest) -> Result<()> {
             std::fs::read_to_string(&record).ok().and_then(|t| serde_json::from_str::<serde_json::Value>(&t).ok());
         match earlier {
             None => bail!("{}: exists and is not an average written by `integrate average` (no readable integration.json); choose another --out", out.display()),
-            Some(e) if e["recipe"] == recipe => {
-                println!("{}: up to date (same inputs and weights)", out.display());
-                return Ok(());
-            }
+            Some(e) if e["recipe"] == recipe => match damaged_output(&out, &e["outputs"]) {
+                None => {
+                    println!("{}: up to date (same inputs and weights)", out.display());
+                    return Ok(());
+                }
+                // the same average, damaged since it was written (e.g. a truncated copy): made again
+                Some(why) => eprintln!("note: {}: {why}; writing the average again", out.display()),
+            },
             Some(_) if !force => bail!("{}: holds an average of other inputs or weights; pass --force to replace it", out.display()),
             Some(_) => {}
         }

@@ -238,6 +238,27 @@ fn the_command_averages_single_file_hugging_face_folders_into_a_folder() {
     );
     // the output loads as a checkpoint again, and an output inside an input is refused
     assert_eq!(Checkpoint::open(&out).unwrap().weight_map.len(), 2);
+    // the same average again is up to date; once its weights are damaged (truncated) it is not:
+    // it is written again, said on stderr, and the weights are whole
+    let again = [
+        "average".as_ref(),
+        "--window".as_ref(),
+        "3".as_ref(),
+        a.as_os_str(),
+        b.as_os_str(),
+        c.as_os_str(),
+        "-o".as_ref(),
+        out.as_os_str(),
+    ];
+    let o = run(&again);
+    assert!(o.status.success() && String::from_utf8_lossy(&o.stdout).contains("up to date"), "{o:?}");
+    let weights = std::fs::read(out.join("model.safetensors")).unwrap();
+    std::fs::write(out.join("model.safetensors"), &weights[..weights.len() / 2]).unwrap();
+    let o = run(&again);
+    let (stdout, stderr) = (String::from_utf8_lossy(&o.stdout), String::from_utf8_lossy(&o.stderr));
+    assert!(o.status.success() && !stdout.contains("up to date"), "{stdout}{stderr}");
+    assert!(stderr.contains("model.safetensors does not have the sha256"), "{stderr}");
+    assert_eq!(std::fs::read(out.join("model.safetensors")).unwrap(), weights);
     // exponential weights (1 - alpha)^age, newest last: 1/7, 2/7, 4/7 at alpha = 0.5
     let ema = dir.path().join("ema");
     let o = run(&[

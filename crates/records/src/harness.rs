@@ -205,6 +205,30 @@ impl StepRule {
         step_from_name(path).map_err(|_| self.no_step(path))
     }
 
+    /// Where `--step-from` or `--step-map` gives a results file another step than its
+    /// config.model_args names, the disagreement and the step `used`, in words (for stderr and
+    /// the provenance); None where they agree or model_args names no step.
+    pub fn disagreement(&self, path: &Path, v: &Value, used: u64) -> Result<Option<String>> {
+        let args = model_args(v);
+        let steps = steps_in_model_args(&args);
+        let [named] = steps.iter().copied().collect::<Vec<_>>()[..] else { return Ok(None) };
+        let pretrained = args.iter().find(|(k, _)| k == "pretrained").map(|(_, v)| v.as_str());
+        let mut others = Vec::new();
+        if let Some(s) = self.from_regex(path)?.filter(|&s| s != named) {
+            others.push(format!("--step-from gives step {s}"));
+        }
+        if let (Some(s), Some(f)) = (self.from_map(path, pretrained).filter(|&s| s != named), &self.map_file) {
+            others.push(format!("--step-map {} gives step {s}", f.display()));
+        }
+        Ok((!others.is_empty()).then(|| {
+            format!(
+                "{}: {}, but config.model_args names step {named}; step {used} is used",
+                path.display(),
+                others.join(" and ")
+            )
+        }))
+    }
+
     fn no_step(&self, path: &Path) -> anyhow::Error {
         let tried = [
             self.regex.as_ref().map(|r| format!("--step-from {:?} does not match its path", r.as_str())),
@@ -554,6 +578,7 @@ pub fn load(inputs: &[PathBuf], rule: &StepRule) -> Result<Loaded> {
     for f in found.iter().filter(|f| f.task.is_none()) {
         let v = read_json(&f.path)?;
         let step = rule.step_of_results(&f.path, &v)?;
+        loaded.notices.extend(rule.disagreement(&f.path, &v, step)?);
         result_steps.insert((folder(&f.path), f.stamp.clone()), step);
         folder_steps.entry(folder(&f.path)).or_default().insert(step);
         for r in results_rows(&f.path, &v, step)? {
@@ -590,7 +615,7 @@ pub fn load(inputs: &[PathBuf], rule: &StepRule) -> Result<Loaded> {
         };
         sample_files.entry((step, f.task.clone().unwrap())).or_default().push((f, f));
     }
-    let mut by_task: BTreeMap<String, BTreeMap<u64, Vec<ExampleRecord>>> = BTreeMap::new();
+    let mut by_task: BTreeMap<String, BTreeMap<u64, (PathBuf, Vec<ExampleRecord>)>> = BTreeMap::new();
     for ((step, task), cands) in sample_files {
         let f = newest(cands, step, &task, &mut loaded.notices)?;
         let text = std::fs::read_to_string(&f.path).with_context(|| format!("{}: cannot read", f.path.display()))?;
@@ -606,7 +631,8 @@ pub fn load(inputs: &[PathBuf], rule: &StepRule) -> Result<Loaded> {
             loaded.notices.push(format!("{}: not a multiple-choice task (no per-option log-likelihoods); task {task} is analysed at the task level", f.path.display()));
             continue;
         }
-        by_task.entry(task.clone()).or_default().insert(step, read_log_samples(&f.path, &task, step)?);
+        let rows = read_log_samples(&f.path, &task, step)?;
+        by_task.entry(task.clone()).or_default().insert(step, (f.path.clone(), rows));
     }
     for (task, per_step) in by_task {
         let with_rows: BTreeSet<u64> = loaded.tasks.iter().filter(|r| r.task == task).map(|r| r.step).collect();
@@ -619,7 +645,8 @@ pub fn load(inputs: &[PathBuf], rule: &StepRule) -> Result<Loaded> {
             ));
             continue;
         }
-        let rows: Vec<ExampleRecord> = per_step.into_values().flatten().collect();
+        same_questions(&task, &per_step)?;
+        let rows: Vec<ExampleRecord> = per_step.into_values().flat_map(|(_, rows)| rows).collect();
         for t in crate::summarise(&rows)? {
             if !with_rows.contains(&t.step) {
                 loaded.tasks.push(t);
@@ -636,6 +663,32 @@ pub fn load(inputs: &[PathBuf], rule: &StepRule) -> Result<Loaded> {
     loaded.tasks.sort_by(|a, b| (a.step, &a.task).cmp(&(b.step, &b.task)));
     loaded.examples.sort_by(|a, b| (a.step, &a.task, &a.example_id).cmp(&(b.step, &b.task, &b.example_id)));
     Ok(loaded)
+}
+
+/// Refuses a task whose doc has another number of options or another target at one checkpoint
+/// than at an earlier one: its checkpoints would be compared on different questions (a changed
+/// task version, a mixed-up folder). The error names both files, the doc and both steps.
+fn same_questions(task: &str, per_step: &BTreeMap<u64, (PathBuf, Vec<ExampleRecord>)>) -> Result<()> {
+    let mut first: BTreeMap<&str, (usize, u32, u64, &Path)> = BTreeMap::new();
+    for (&step, (path, rows)) in per_step {
+        for r in rows {
+            let seen = first.entry(&r.example_id).or_insert((r.logliks.len(), r.gold, step, path));
+            if (seen.0, seen.1) != (r.logliks.len(), r.gold) {
+                bail!(
+                    "{}: doc {} of task {task} has {} options and target {} at step {step}, but {} options and target {} at step {} ({}): the checkpoints would be compared on different questions",
+                    path.display(),
+                    r.example_id.strip_prefix(&format!("{task}/")).unwrap_or(&r.example_id),
+                    r.logliks.len(),
+                    r.gold,
+                    seen.0,
+                    seen.1,
+                    seen.2,
+                    seen.3.display()
+                );
+            }
+        }
+    }
+    Ok(())
 }
 
 /// One of several files for the same (step, task): reruns in one folder keep the newest
@@ -809,6 +862,18 @@ mod tests {
         let fin = serde_json::json!({"config": {"model_args": {"pretrained": "org/final"}}});
         assert_eq!(rule.step_of_results(Path::new("elsewhere/results_x.json"), &fin).unwrap(), 999, "by pretrained=");
         assert_eq!(rule.step_of_results(&a.join("results_x.json"), &v).unwrap(), 9, "model_args before the mapping");
+        // a disagreement with config.model_args is said, with the step used
+        let said = rule.disagreement(&a.join("results_x.json"), &v, 9).unwrap().unwrap();
+        assert!(
+            said.contains("--step-map") && said.contains("gives step 100") && said.contains("step 9 is used"),
+            "{said}"
+        );
+        assert_eq!(rule.disagreement(&a.join("results_x.json"), &none, 100).unwrap(), None, "no step in model_args");
+        let re = StepRule::new(Some(r"ckpt-(\d+)/"), None).unwrap();
+        let said = re.disagreement(Path::new("OUT/ckpt-42/results_x.json"), &v, 42).unwrap().unwrap();
+        assert!(said.contains("--step-from gives step 42") && said.contains("names step 9"), "{said}");
+        let agree = serde_json::json!({"config": {"model_args": "pretrained=org/model,revision=step42"}});
+        assert_eq!(re.disagreement(Path::new("OUT/ckpt-42/results_x.json"), &agree, 42).unwrap(), None);
         // a mapping that names one path twice with different steps, or a bad step, is refused
         std::fs::write(&map, "a,1\nb,2\na,3\n").unwrap();
         let e = StepRule::new(None, Some(&map)).unwrap_err().to_string();
@@ -928,6 +993,41 @@ mod tests {
         std::fs::write(m.join("results_2024-01-01T00-00-00.5.json"), "{\n\"results\": {\"t\": ").unwrap();
         let e = format!("{:#}", load(&[m.clone()], &StepRule::default()).unwrap_err());
         assert!(e.contains("results_2024-01-01T00-00-00.5.json:2") && e.contains("not JSON"), "{e}");
+    }
+
+    /// A doc whose options or target change between checkpoints is refused, naming the file, the
+    /// doc and both steps; the same docs at both checkpoints load.
+    #[test]
+    fn a_doc_that_changes_between_checkpoints_is_refused() {
+        let dir = tempfile::tempdir().unwrap();
+        let run = |step: u32, lines: &[String]| {
+            let m = dir.path().join(format!("runs__x__hf__step_{step:06}"));
+            std::fs::create_dir_all(&m).unwrap();
+            let args = serde_json::json!({"pretrained": format!("runs/x/hf/step_{step:06}")});
+            std::fs::write(m.join("results_2024-01-01T00-00-00.5.json"), results_json(args, 0.5)).unwrap();
+            std::fs::write(m.join("samples_t_2024-01-01T00-00-00.5.jsonl"), lines.join("\n") + "\n").unwrap();
+        };
+        run(10, &[sample_line(0, "-1", "-2"), sample_line(1, "-3", "-1")]);
+        run(20, &[sample_line(0, "-2", "-1"), sample_line(1, "-3", "-1")]);
+        let loaded = load(&[dir.path().to_path_buf()], &StepRule::default()).unwrap();
+        assert_eq!(loaded.examples.len(), 4);
+        // doc 1 with a third option at step 20
+        let three = sample_line(1, "-3", "-1").replace(
+            r#""gen_args_1": {"arg_0": "Q", "arg_1": " yy"}}"#,
+            r#""gen_args_1": {"arg_0": "Q", "arg_1": " yy"}, "gen_args_2": {"arg_0": "Q", "arg_1": " z"}}"#,
+        );
+        let three = three.replace(r#"[["-1", "False"]]]"#, r#"[["-1", "False"]], [["-5", "False"]]]"#);
+        let three = three.replace(r#"["-1", "False"]], "acc""#, r#"["-1", "False"], ["-5", "False"]], "acc""#);
+        run(20, &[sample_line(0, "-2", "-1"), three]);
+        let e = format!("{:#}", load(&[dir.path().to_path_buf()], &StepRule::default()).unwrap_err());
+        assert!(
+            e.contains("step_000020") && e.contains("doc 1 ") && e.contains("3 options") && e.contains("step 10"),
+            "{e}"
+        );
+        // doc 0 with another target at step 20
+        run(20, &[sample_line(0, "-2", "-1").replace(r#""target": 0"#, r#""target": 1"#), sample_line(1, "-3", "-1")]);
+        let e = format!("{:#}", load(&[dir.path().to_path_buf()], &StepRule::default()).unwrap_err());
+        assert!(e.contains("doc 0 ") && e.contains("target 1 at step 20") && e.contains("target 0 at step 10"), "{e}");
     }
 
     #[test]

@@ -224,10 +224,17 @@ pub fn write(input: &Input, out: &Path, opts: &Options) -> Result<(Vec<TaskMetri
     let mut df = records::frame_of(&tm)?;
     records::stage_frame(&mut set, "task_metrics.parquet", &mut df)?;
     records::stage_frame(&mut set, "task_metrics.csv", &mut df)?;
-    if !em.is_empty() {
+    let example_tables = ["example_metrics.parquet", "example_metrics.csv"];
+    if em.is_empty() {
+        // the example tables of an earlier report into this folder would be stale beside these
+        for name in example_tables {
+            set.remove(name)?;
+        }
+    } else {
         let mut df = records::frame_of(&em)?;
-        records::stage_frame(&mut set, "example_metrics.parquet", &mut df)?;
-        records::stage_frame(&mut set, "example_metrics.csv", &mut df)?;
+        for name in example_tables {
+            records::stage_frame(&mut set, name, &mut df)?;
+        }
     }
     let provenance = serde_json::json!({
         "inputs": input.sources, "notices": input.notices, "options": {"final_fraction": opts.final_fraction, "final_from": opts.final_from, "bootstrap": opts.bootstrap, "noise_sims": opts.noise_sims, "splits": opts.splits, "seed": opts.seed, "acc_norm": opts.use_acc_norm},

@@ -156,6 +156,27 @@ fn report_snapshot_on_a_small_fixed_input() {
     ));
 }
 
+/// The outputs of one report are one set: a report without example rows into a folder that
+/// holds an earlier report's example tables removes them (they would be stale beside the new
+/// task tables), and the earlier files are gone only once the new ones are in.
+#[test]
+fn a_report_replaces_the_earlier_reports_tables_whole() {
+    let out = tempfile::tempdir().unwrap();
+    let (t, e) = rows(&[vec![false, true, false, true], vec![true, true, false, false]], None, &[0, 10, 20, 30]);
+    let input = |examples: Vec<ExampleRecord>| analysis::report::Input {
+        tasks: t.clone(),
+        examples,
+        sources: vec![],
+        harness: true,
+        notices: vec![],
+    };
+    analysis::report::write(&input(e.clone()), out.path(), &opts()).unwrap();
+    assert!(out.path().join("example_metrics.csv").is_file() && out.path().join("example_metrics.parquet").is_file());
+    analysis::report::write(&input(vec![]), out.path(), &opts()).unwrap();
+    assert!(out.path().join("task_metrics.csv").is_file());
+    assert!(!out.path().join("example_metrics.csv").exists() && !out.path().join("example_metrics.parquet").exists());
+}
+
 #[test]
 fn uneven_steps_are_ordered_by_step_not_by_row_order() {
     let (mut t, _) = rows(&[vec![false, true, false]], None, &[0, 1000, 5]);

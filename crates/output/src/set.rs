@@ -21,8 +21,13 @@ pub struct FileSet {
     dir: PathBuf,
     staging: PathBuf,
     names: Vec<String>,
+    /// files of an earlier set that this one does not have: removed on commit
+    removed: Vec<String>,
     done: bool,
 }
+
+/// How the marker lists a file the set removes (a staged name never starts with it).
+const REMOVED: &str = "- ";
 
 impl FileSet {
     /// Starts a set for `dir`, which must lie inside the folder `lock` holds.
@@ -33,11 +38,15 @@ impl FileSet {
         fs::create_dir_all(dir).with_context(|| format!("{}: cannot create folder", dir.display()))?;
         let staging = temp_path(&dir.join("staging"));
         fs::create_dir(&staging).with_context(|| format!("{}: cannot create staging folder", staging.display()))?;
-        Ok(FileSet { dir: dir.to_path_buf(), staging, names: Vec::new(), done: false })
+        Ok(FileSet { dir: dir.to_path_buf(), staging, names: Vec::new(), removed: Vec::new(), done: false })
     }
 
     fn stage(&mut self, name: &str) -> Result<PathBuf> {
-        if name.contains('/') || name == MARKER || self.names.iter().any(|n| n == name) {
+        if name.contains('/')
+            || name == MARKER
+            || name.starts_with(REMOVED)
+            || self.names.iter().chain(&self.removed).any(|n| n == name)
+        {
             bail!("{}: `{name}` is not a new plain file name of this set", self.dir.display());
         }
         self.names.push(name.to_string());
@@ -68,6 +77,16 @@ impl FileSet {
         self.named(name, r)
     }
 
+    /// Removes the folder's file `name` (if there is one) when the set commits, in the same
+    /// step as the new files go in: an output an earlier set had and this one has not.
+    pub fn remove(&mut self, name: &str) -> Result<()> {
+        if name.contains('/') || name == MARKER || self.names.iter().chain(&self.removed).any(|n| n == name) {
+            bail!("{}: `{name}` is not a plain file name outside this set", self.dir.display());
+        }
+        self.removed.push(name.to_string());
+        Ok(())
+    }
+
     /// The staged copy of a file already written to this set (to hash it before commit).
     pub fn staged(&self, name: &str) -> PathBuf {
         self.staging.join(name)
@@ -75,7 +94,9 @@ impl FileSet {
 
     /// Moves every staged file into the folder, replacing the old ones.
     pub fn commit(mut self) -> Result<Vec<PathBuf>> {
-        write_atomic(&self.staging.join(MARKER), self.names.join("\n").as_bytes())?;
+        let removed = self.removed.iter().map(|n| format!("{REMOVED}{n}"));
+        let list: Vec<String> = self.names.iter().cloned().chain(removed).collect();
+        write_atomic(&self.staging.join(MARKER), list.join("\n").as_bytes())?;
         sync_dir(&self.staging);
         settle(&self.staging)?;
         self.done = true;
@@ -96,6 +117,14 @@ pub(crate) fn settle(staging: &Path) -> Result<()> {
     let dir = parent_of(staging);
     if let Ok(list) = fs::read_to_string(staging.join(MARKER)) {
         for name in list.lines().filter(|l| !l.is_empty()) {
+            if let Some(gone) = name.strip_prefix(REMOVED) {
+                match fs::remove_file(dir.join(gone)) {
+                    Err(e) if e.kind() != std::io::ErrorKind::NotFound => {
+                        return Err(e).with_context(|| format!("{}: cannot remove", dir.join(gone).display()))
+                    }
+                    _ => continue,
+                }
+            }
             let from = staging.join(name);
             if from.exists() {
                 fs::rename(&from, dir.join(name))
@@ -130,6 +159,42 @@ mod tests {
         assert_eq!(fs::read(d.path().join("a.csv")).unwrap(), b"a1");
         let names: Vec<_> = fs::read_dir(d.path()).unwrap().map(|e| e.unwrap().file_name()).collect();
         assert_eq!(names.len(), 3, "{names:?}"); // a.csv, b.csv, .lock
+    }
+
+    /// A set removes the files of an earlier set it does not have, on commit and not before; a
+    /// committed marker's removals are redone by the next lock holder.
+    #[test]
+    fn a_set_removes_what_it_no_longer_has() {
+        let d = tempfile::tempdir().unwrap();
+        let lock = FolderLock::acquire(d.path(), "t").unwrap();
+        let mut s = FileSet::begin(&lock, d.path()).unwrap();
+        s.write("a.csv", b"a1").unwrap();
+        s.write("old.csv", b"o1").unwrap();
+        s.commit().unwrap();
+        let mut s = FileSet::begin(&lock, d.path()).unwrap();
+        s.write("a.csv", b"a2").unwrap();
+        s.remove("old.csv").unwrap();
+        s.remove("never.csv").unwrap();
+        assert!(s.remove("a.csv").is_err() && s.write("old.csv", b"x").is_err() && s.write("- x", b"x").is_err());
+        assert!(d.path().join("old.csv").exists(), "nothing removed before the commit");
+        s.commit().unwrap();
+        assert_eq!(fs::read(d.path().join("a.csv")).unwrap(), b"a2");
+        assert!(!d.path().join("old.csv").exists());
+        // a set dropped uncommitted removes nothing
+        fs::write(d.path().join("old.csv"), b"o2").unwrap();
+        let mut s = FileSet::begin(&lock, d.path()).unwrap();
+        s.remove("old.csv").unwrap();
+        drop(s);
+        assert!(d.path().join("old.csv").exists());
+        drop(lock);
+        // a committed marker left by a killed writer: its removal is done by the next holder
+        let staging = d.path().join(".staging.~4194305-0.tmp");
+        fs::create_dir(&staging).unwrap();
+        fs::write(staging.join("a.csv"), b"a3").unwrap();
+        fs::write(staging.join(MARKER), "a.csv\n- old.csv").unwrap();
+        let _lock = FolderLock::acquire(d.path(), "t").unwrap();
+        assert_eq!(fs::read(d.path().join("a.csv")).unwrap(), b"a3");
+        assert!(!d.path().join("old.csv").exists() && !staging.exists());
     }
 
     #[test]

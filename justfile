@@ -193,12 +193,13 @@ notebooks size="default": setup
 # Property tests draw their cases from a fixed seed here, so a test run (CI's included) gives the
 # same verdict every time; `just test-explore` draws fresh cases.
 [group('test')]
-[doc("the README's test command: fmt check, every crate's tests, the end-to-end suites, the PDF test")]
+[doc("the README's test command: fmt check, every crate's tests, the end-to-end suites, the PDF test, the HTML reports in headless Chromium")]
 test: setup-pdf
     @if cargo fmt --version >/dev/null 2>&1; then cargo fmt --all -- --check; else echo "warning: rustfmt is not installed (rustup component add rustfmt): the format check is skipped" >&2; fi
     cargo build --release --workspace --bins
     PROPTEST_RNG_SEED=${PROPTEST_RNG_SEED:-2510048} cargo test --release --workspace
     .venv/bin/python paper/test_pdf.py
+    bash scripts/test_reports.sh
 
 # the property tests (every crate's unit tests and the three property suites) with fresh random
 # cases, `cases` each; a failure is saved under the crate's proptest-regressions/ and replayed

@@ -139,7 +139,10 @@ def main():
     timings["lm_eval"] = time.time() - t
 
     # 4. the analysis and the remedies on the folders
-    sh(analysis, "report", out, "--out", work / "analysis-lm_eval", "--bootstrap", "200")
+    sh(analysis, "report", out, "--out", work / "analysis-lm_eval", "--bootstrap", "200", "--html")
+    # the page of the lm_eval run, opened in headless Chromium (scripts/check_report.py)
+    sh("bash", "scripts/setup-browser.sh")
+    sh(sys.executable, "scripts/check_report.py", work / "analysis-lm_eval" / "report.html", "--screenshot", work / "analysis-lm_eval" / "report.png")
     sh(analysis, "report", work / "eval", "--out", work / "analysis-ours", "--bootstrap", "200")
     sh(integrate, "average", "--window", len(steps), *[hf / f"step_{s:06d}" for s in steps], "-o", work / "hf-average", "--force")
     sh(integrate, "ensemble", "--eval", out, "--windows", len(steps), "--out", work / "ensembled-lm_eval")

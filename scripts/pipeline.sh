@@ -9,7 +9,7 @@
 #   average        integrate sweep: averages of the last k = 4, 16 checkpoints, <run>/averaged/k<K>
 #   eval-averaged  lm eval of each averaged/k<K>: <run>/eval-avg-k<K> (lm eval's default folder)
 #   ensemble       integrate ensemble: mean of distributions (k = 1..16) and majority vote (4, 16)
-#   analysis       analysis report: <run>/analysis, its text also in <run>/report.txt
+#   analysis       analysis report --html: <run>/analysis (tables, decisions, report.html), its text also in <run>/report.txt
 #   compare        analysis compare: single vs smoothing, averages and ensembles, paired
 #   pack           analysis pack into the committed results folder (only with --pack)
 #
@@ -71,7 +71,7 @@ ensemble() {
   $integrate ensemble --eval $run/eval --windows $ensemble_windows
   $integrate ensemble --eval $run/eval --windows $vote_windows --rule vote
 }
-report() { $analysis report $run ${final_from:+--final-from $final_from} | tee $run/report.txt; }
+report() { $analysis report $run --html ${final_from:+--final-from $final_from} | tee $run/report.txt; }
 compare() { $analysis compare $run > $run/analysis/stability.txt; }
 
 for stage in ${stages//,/ }; do

@@ -16,6 +16,8 @@ echo "== the committed study runs: ensembles, analysis and comparison rebuilt fr
 bash scripts/results.sh
 t2=$SECONDS
 $just _figures study
+# the analysis page of the headline run (analysis report --html in scripts/results.sh)
+cp runs/results/$headline/analysis/report.html figures/report-$headline.html
 $just _paper study
 echo "== summary of reproduce: smoke chain $((t1 - t0)) s, study analysis $((t2 - t1)) s, figures and paper $((SECONDS - t2)) s, total $((SECONDS - t0)) s"
 echo "== figures in figures/, paper paper/paper.md (headline run results/$headline; every run in table6, table7, fig8)"

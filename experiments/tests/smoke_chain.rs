@@ -69,7 +69,7 @@ fn rebuild_after_eval(run: &Path) {
         records::write_frame(&dir.join("tasks.csv"), &mut tf).unwrap();
     }
     let opts = Options::default();
-    analysis::report::write(&analysis::report::load_input(run).unwrap(), &run.join("analysis"), &opts).unwrap();
+    analysis::report::write(&analysis::report::load_input(run).unwrap(), &run.join("analysis"), &opts, false).unwrap();
     let (stability, differences, _) = analysis::compare::compare(run, &opts).unwrap();
     records::write_frame(&run.join("analysis/stability.csv"), &mut records::frame_of(&stability).unwrap()).unwrap();
     records::write_frame(&run.join("analysis/differences.csv"), &mut records::frame_of(&differences).unwrap()).unwrap();

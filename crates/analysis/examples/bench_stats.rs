@@ -39,6 +39,7 @@ fn main() -> anyhow::Result<()> {
                 lengths_bytes: vec![11; 4],
                 gold_is_greedy: false,
                 output: p.to_string(),
+                item_hash: String::new(),
             });
         }
     }

@@ -329,6 +329,27 @@ fn difference(
 
 /// The stability table and the paired differences of a run folder, and the folders read.
 pub fn compare(run: &Path, opts: &Options) -> Result<(Vec<StabilityRow>, Vec<DifferenceRow>, Vec<PathBuf>)> {
+    let c = compare_full(run, opts)?;
+    Ok((c.rows, c.diffs, c.inputs))
+}
+
+/// Everything [`compare`] finds, with what the decisions ([`crate::decide`]) need beside it.
+pub struct Comparison {
+    pub rows: Vec<StabilityRow>,
+    pub diffs: Vec<DifferenceRow>,
+    /// the variants' folders read
+    pub inputs: Vec<PathBuf>,
+    /// per variant, its per-example panels by task (all its steps)
+    pub panels: BTreeMap<Variant, BTreeMap<String, Panel>>,
+    /// the steps every variant shares (the positions compared)
+    pub shared_steps: Vec<u64>,
+    /// per (task, variant): the p-value of the paired sign-flip null of its trail on the shared
+    /// steps, primary metric
+    pub null_p: BTreeMap<(String, Variant), f64>,
+}
+
+/// [`compare`], keeping the panels and the null of each trail.
+pub fn compare_full(run: &Path, opts: &Options) -> Result<Comparison> {
     let vs = variants(run)?;
     // tasks every variant has (ensembles skip cloze tasks), and steps every variant has
     let mut tasks: BTreeSet<String> = vs[0].tasks.iter().map(|t| t.task.clone()).collect();
@@ -345,7 +366,7 @@ pub fn compare(run: &Path, opts: &Options) -> Result<(Vec<StabilityRow>, Vec<Dif
     ks.sort_unstable();
     ks.dedup();
     let panels: Vec<BTreeMap<String, Panel>> = vs.iter().map(|v| Panel::all(&v.examples)).collect::<Result<_>>()?;
-    let (mut rows, mut diffs) = (Vec::new(), Vec::new());
+    let (mut rows, mut diffs, mut null_p) = (Vec::new(), Vec::new(), BTreeMap::new());
     // per (metric, statistic, method pair): the per-task draws of the tasks above chance, in the
     // order of the methods' names (the order of the pooled rows in differences.csv)
     let mut pooled: BTreeMap<
@@ -366,6 +387,14 @@ pub fn compare(run: &Path, opts: &Options) -> Result<(Vec<StabilityRow>, Vec<Dif
         for (t, v) in trails.iter().zip(&vs) {
             if t.panel.ids != single_full.ids {
                 bail!("{}: task {task} has {} examples, {} has {}, or their ids differ; every variant must score the same examples", v.dir.display(), t.panel.ids.len(), vs[0].dir.display(), single_full.ids.len());
+            }
+        }
+        for t in &trails {
+            if let Some(v) = t.panel.values(opts.primary()) {
+                let seed = crate::seed_for(opts.seed, &format!("{task}/{}", t.variant), "compare-null");
+                if let Some(x) = crate::nulls::sign_flip_null(v, opts.noise_sims, seed) {
+                    null_p.insert((task.clone(), t.variant), x.p_value);
+                }
             }
         }
         for metric in Metric::ALL {
@@ -433,7 +462,9 @@ pub fn compare(run: &Path, opts: &Options) -> Result<(Vec<StabilityRow>, Vec<Dif
         }
     }
     rows.sort_by(|a, b| (&a.task, &a.metric, a.method, a.k).cmp(&(&b.task, &b.metric, b.method, b.k)));
-    Ok((rows, diffs, vs.into_iter().map(|v| v.dir).collect()))
+    let inputs = vs.iter().map(|v| v.dir.clone()).collect();
+    let panels = vs.iter().map(|v| v.variant).zip(panels).collect();
+    Ok(Comparison { rows, diffs, inputs, panels, shared_steps: shared, null_p })
 }
 
 /// `analysis compare`: compares the run's variants and writes stability and differences

@@ -105,6 +105,7 @@ mod tests {
             lengths_bytes: bytes,
             gold_is_greedy: false,
             output: pred.to_string(),
+            item_hash: String::new(),
         }
     }
 

@@ -20,13 +20,16 @@ pub mod bootstrap;
 pub mod claims;
 pub mod compare;
 pub mod continuous;
+pub mod decide;
 pub mod external;
+pub mod html;
 pub mod metrics;
 pub mod nulls;
 pub mod panel;
 pub mod power;
 pub mod report;
 pub mod results;
+pub mod runs;
 pub mod seeds;
 pub mod selection;
 pub mod snr;
@@ -190,7 +193,7 @@ pub struct ExampleMetrics {
 }
 
 /// A seed of its own for each task (and purpose), so adding a task changes no other task's draws.
-fn seed_for(seed: u64, task: &str, purpose: &str) -> u64 {
+pub(crate) fn seed_for(seed: u64, task: &str, purpose: &str) -> u64 {
     use sha2::{Digest, Sha256};
     let h = Sha256::digest(format!("{seed}/{task}/{purpose}").as_bytes());
     u64::from_le_bytes(h[..8].try_into().unwrap())

@@ -50,6 +50,10 @@ enum Command {
         /// Only tasks whose name contains one of these (comma-separated).
         #[arg(long, value_delimiter = ',')]
         tasks: Vec<String>,
+        /// Also write `report.html`: the decisions and every task's trail, noise band and flip
+        /// heatmap in one self-contained page that opens offline.
+        #[arg(long)]
+        html: bool,
     },
     /// Compare single checkpoints with averaged (eval-avg-k*/) and ensembled (ensembled/k*/)
     /// ones of a run, over the steps they share; writes <run>/analysis/stability.{parquet,csv}.
@@ -57,6 +61,47 @@ enum Command {
         run: PathBuf,
         #[arg(long, default_value_t = 1000)]
         bootstrap: usize,
+    },
+    /// Compare two or more training runs (e.g. an ablation and its baseline) scored on the same
+    /// benchmark items: per task, each run's final-stage mean on the items every run scored
+    /// (matched by text hash, else by example id), the difference with a paired bootstrap
+    /// interval over the items, the share of final-stage checkpoint pairs in which one run beats
+    /// the other, and a verdict; with more than two runs the ranking and how often one
+    /// final-stage checkpoint per run reproduces it. Writes runs.{parquet,csv}, ranking.csv
+    /// (more than two runs) and provenance.json into --out.
+    CompareRuns {
+        /// Each run: a run folder, an eval folder, or lm-evaluation-harness outputs (what
+        /// `analysis report` takes as one input).
+        #[arg(required = true, num_args = 2.., value_name = "RUN")]
+        inputs: Vec<PathBuf>,
+        /// Output folder (never one of the inputs' folders).
+        #[arg(long)]
+        out: PathBuf,
+        /// Labels of the runs, in order (comma-separated) [default: the paths as given].
+        #[arg(long, value_delimiter = ',')]
+        names: Vec<String>,
+        /// A regular expression over each results file's path whose one capture group is the
+        /// checkpoint step (lm-evaluation-harness inputs; applies to every run).
+        #[arg(long, value_name = "REGEX")]
+        step_from: Option<String>,
+        /// A CSV of `path,step` rows (lm-evaluation-harness inputs; applies to every run).
+        #[arg(long, value_name = "FILE")]
+        step_map: Option<PathBuf>,
+        /// Fraction of each run's last checkpoints that form its final stage.
+        #[arg(long, default_value_t = 0.2)]
+        final_fraction: f64,
+        /// The final stage of every run starts at this step instead.
+        #[arg(long, value_name = "STEP")]
+        final_from: Option<u64>,
+        /// Bootstrap resamples over the shared items (one draw for every run and checkpoint).
+        #[arg(long, default_value_t = 1000)]
+        bootstrap: usize,
+        /// Score on acc_norm instead of acc.
+        #[arg(long)]
+        acc_norm: bool,
+        /// Only tasks whose name contains one of these (comma-separated).
+        #[arg(long, value_delimiter = ',')]
+        tasks: Vec<String>,
     },
     /// Copy a run's small outputs (config, training log, every eval variant with f32
     /// log-likelihoods, analysis tables; never checkpoints) into a results folder that is
@@ -95,6 +140,7 @@ fn main() -> anyhow::Result<()> {
             bootstrap,
             acc_norm,
             tasks,
+            html,
         } => {
             let opts = analysis::Options {
                 final_fraction,
@@ -103,10 +149,31 @@ fn main() -> anyhow::Result<()> {
                 use_acc_norm: acc_norm,
                 ..Default::default()
             };
-            analysis::report::run(&inputs, out, step_from.as_deref(), step_map.as_deref(), &tasks, &opts)?
+            analysis::report::run(&inputs, out, step_from.as_deref(), step_map.as_deref(), &tasks, &opts, html)?
         }
         Command::Compare { run, bootstrap } => {
             analysis::compare::write(&run, &analysis::Options { bootstrap, ..Default::default() })?
+        }
+        Command::CompareRuns {
+            inputs,
+            out,
+            names,
+            step_from,
+            step_map,
+            final_fraction,
+            final_from,
+            bootstrap,
+            acc_norm,
+            tasks,
+        } => {
+            let opts = analysis::Options {
+                final_fraction,
+                final_from,
+                bootstrap,
+                use_acc_norm: acc_norm,
+                ..Default::default()
+            };
+            analysis::runs::run(&inputs, &names, &out, step_from.as_deref(), step_map.as_deref(), &tasks, &opts)?
         }
         Command::Pack { run, out } => {
             let p = analysis::results::pack(&run, &out)?;

@@ -3,7 +3,8 @@
 //! Rows are checkpoints in step order, columns examples in id order; every checkpoint must score
 //! the same examples (the eval set is fixed and shared, which is what makes consecutive scores
 //! paired). A metric that is undefined on some example (`gold_prob` of a cloze item, bits per
-//! byte without byte counts) has no matrix.
+//! byte without byte counts) has no matrix. Where the rows carry the identity of the example's
+//! text (`item_hash`), one example must have the same text at every checkpoint that says.
 
 use anyhow::{bail, Result};
 use ndarray::{Array2, ArrayView2, Axis};
@@ -16,6 +17,9 @@ pub struct Panel {
     pub task: String,
     pub steps: Vec<u64>,
     pub ids: Vec<String>,
+    /// Identity of each example's text (`ExampleRecord::item_hash`): the first non-empty hash
+    /// over its checkpoints, empty where no checkpoint says (tables before version 3).
+    pub hashes: Vec<String>,
     pub gold: Vec<u32>,
     /// Accuracy of uniform guessing: the mean over examples of 1 / options (0 for cloze, which
     /// is scored by exact match).
@@ -43,10 +47,22 @@ impl Panel {
         }
         let mut grid: Vec<Vec<&ExampleRecord>> = Vec::with_capacity(by_id.len());
         let mut ids = Vec::with_capacity(by_id.len());
+        let mut hashes = Vec::with_capacity(by_id.len());
         for (id, cells) in by_id {
             let Some(cells) = cells.into_iter().collect::<Option<Vec<_>>>() else {
                 bail!("task {task}: example {id} is missing at some checkpoints; every checkpoint must score the same examples");
             };
+            let mut known: Option<&ExampleRecord> = None;
+            for r in cells.iter().filter(|r| !r.item_hash.is_empty()) {
+                match known {
+                    Some(f) if f.item_hash != r.item_hash => {
+                        bail!("task {task}: example {id} has other text at step {} than at step {}", r.step, f.step)
+                    }
+                    Some(_) => {}
+                    None => known = Some(r),
+                }
+            }
+            hashes.push(known.map_or_else(String::new, |r| r.item_hash.clone()));
             ids.push(id.to_string());
             grid.push(cells);
         }
@@ -78,6 +94,7 @@ impl Panel {
             outputs: grid.iter().map(|c| c.iter().map(|r| r.output.clone()).collect()).collect(),
             outputs_norm: grid.iter().map(|c| c.iter().map(|r| r.predicted_norm.to_string()).collect()).collect(),
             ids,
+            hashes,
             values,
         })
     }
@@ -123,6 +140,7 @@ impl Panel {
             task: self.task.clone(),
             steps: keep.to_vec(),
             ids: self.ids.clone(),
+            hashes: self.hashes.clone(),
             gold: self.gold.clone(),
             chance: self.chance,
             outputs: pick(&self.outputs),
@@ -152,6 +170,7 @@ mod tests {
             lengths_bytes: vec![],
             gold_is_greedy: false,
             output: u32::from(!correct).to_string(),
+            item_hash: String::new(),
         }
     }
 
@@ -175,5 +194,20 @@ mod tests {
         let gap = [row(0, "a", true), row(20, "a", true), row(0, "b", true)];
         let e = Panel::build("t", &gap.iter().collect::<Vec<_>>()).err().unwrap().to_string();
         assert!(e.contains("example b is missing"), "{e}");
+    }
+
+    /// Each example's hash is the first one any checkpoint gives (rows of older tables have
+    /// none); two checkpoints that give one example different text are refused by name.
+    #[test]
+    fn hashes_are_kept_and_other_text_is_refused() {
+        let h = |step, id: &str, hash: &str| ExampleRecord { item_hash: hash.into(), ..row(step, id, true) };
+        let rows =
+            vec![h(0, "a", ""), h(20, "a", "aa"), h(10, "a", "aa"), h(0, "b", ""), h(10, "b", ""), h(20, "b", "")];
+        let p = Panel::build("t", &rows.iter().collect::<Vec<_>>()).unwrap();
+        assert_eq!(p.hashes, vec!["aa".to_string(), String::new()]);
+        assert_eq!(p.restrict(&[0]).unwrap().hashes, p.hashes);
+        let rows = vec![h(0, "a", "aa"), h(10, "a", ""), h(20, "a", "ab")];
+        let e = Panel::build("t", &rows.iter().collect::<Vec<_>>()).err().unwrap().to_string();
+        assert_eq!(e, "task t: example a has other text at step 20 than at step 0");
     }
 }

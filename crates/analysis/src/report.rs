@@ -7,7 +7,10 @@ use records::{ExampleRecord, TaskRecord};
 use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
 
-use crate::{analyse, ExampleMetrics, Options, TaskMetrics};
+use crate::decide::{self, Decisions};
+use crate::panel::Panel;
+use crate::{analyse, compare, html, ExampleMetrics, Options, TaskMetrics};
+use std::collections::{BTreeMap, BTreeSet};
 
 /// What a report was computed from.
 pub struct Input {
@@ -18,12 +21,15 @@ pub struct Input {
     pub harness: bool,
     /// what the reader set aside and why (older reruns, tasks without per-example data)
     pub notices: Vec<String>,
+    /// the run folder, when the input is one (its averaged and ensembled evaluations are compared
+    /// in the decisions)
+    pub run: Option<PathBuf>,
 }
 
 /// A run's tables: `<dir>/eval/tasks.parquet` (and `examples.parquet`), or an eval folder itself.
 fn run_tables(dir: &Path) -> Result<Option<Input>> {
     let single = run::RunDir::new(dir).eval_of(run::Variant::SINGLE).expect("single has an eval folder");
-    for eval in [single, dir.to_path_buf()] {
+    for (eval, is_run) in [(single, true), (dir.to_path_buf(), false)] {
         let t = eval.join("tasks.parquet");
         if t.is_file() {
             let e = eval.join("examples.parquet");
@@ -38,6 +44,7 @@ fn run_tables(dir: &Path) -> Result<Option<Input>> {
                 sources,
                 harness: false,
                 notices: Vec::new(),
+                run: is_run.then(|| dir.to_path_buf()),
             }));
         }
     }
@@ -61,7 +68,7 @@ pub fn load_inputs(inputs: &[PathBuf], rule: &records::harness::StepRule) -> Res
     let what = inputs.iter().map(|p| p.display().to_string()).collect::<Vec<_>>().join(", ");
     let l = records::harness::load(inputs, rule)
         .with_context(|| format!("{what}: neither a run with eval/tasks.parquet nor lm-evaluation-harness outputs"))?;
-    Ok(Input { tasks: l.tasks, examples: l.examples, sources: l.sources, harness: true, notices: l.notices })
+    Ok(Input { tasks: l.tasks, examples: l.examples, sources: l.sources, harness: true, notices: l.notices, run: None })
 }
 
 fn f(v: Option<f64>) -> String {
@@ -87,6 +94,7 @@ pub fn run(
     step_map: Option<&Path>,
     tasks: &[String],
     opts: &Options,
+    html: bool,
 ) -> Result<String> {
     opts.check()?;
     let rule = records::harness::StepRule::new(step_from, step_map)?;
@@ -106,14 +114,16 @@ pub fn run(
         input.tasks.retain(|r| keep(&r.task));
         input.examples.retain(|r| keep(&r.task));
     }
-    let (tm, _) = write(&input, &out, opts)?;
+    let r = write(&input, &out, opts, html)?;
     let primary = opts.primary().name();
     Ok(format!(
-        "{}\n{}\n{}\ntables written to {}\n",
-        render(&tm, "all", primary),
-        render(&tm, "final", primary),
+        "{}\n{}\n{}\n\n{}\ntables written to {}{}\n",
+        render(&r.metrics, "all", primary),
+        render(&r.metrics, "final", primary),
         LEGEND,
-        out.display()
+        r.decisions.render(),
+        out.display(),
+        if html { format!(", the page to {}", out.join("report.html").display()) } else { String::new() }
     ))
 }
 
@@ -209,9 +219,17 @@ pub fn render(metrics: &[TaskMetrics], window: &str, primary: &str) -> String {
 
 pub const LEGEND: &str = "n: examples; final 95% CI: bootstrap over examples; chance: uniform guessing; MTV: mean |score change| between consecutive checkpoints, its 95% CI bias-corrected (two-sided where the paired null is rejected, else a one-sided upper bound); null: MTV / MTV of the paired sign-flip null (each discordant example's direction a fair coin; * = independent-binomial figure, a conservative upper bound on noise, where no per-example data exists); p: the null's p-value; sig: transitions significant (exact McNemar, Benjamini-Hochberg 5%); flip: mean example flip rate (example-level MTV); IS: mean instability score of outputs; optim: selection optimism (score on the half a checkpoint was picked on minus on the other half, 200 stratified splits); noise: sd / |mean| of the window's scores (the noise of Heineman et al.'s SNR; its signal needs several model sizes: `analysis suite` gives SNR and the size trend of a suite such as data/external/pythia-v1-zero-shot).";
 
-/// Analyses `input` and writes task_metrics / example_metrics (.parquet, .csv) and
-/// provenance.json into `out`, as one set (the folder is locked meanwhile).
-pub fn write(input: &Input, out: &Path, opts: &Options) -> Result<(Vec<TaskMetrics>, Vec<ExampleMetrics>)> {
+/// What [`write`] computed.
+pub struct Report {
+    pub metrics: Vec<TaskMetrics>,
+    pub examples: Vec<ExampleMetrics>,
+    pub decisions: Decisions,
+}
+
+/// Analyses `input` and writes task_metrics / example_metrics / decisions (.parquet, .csv),
+/// `report.html` when `html` (else an earlier one is removed: the outputs of one report are one
+/// set) and provenance.json into `out`, as one set (the folder is locked meanwhile).
+pub fn write(input: &Input, out: &Path, opts: &Options, html: bool) -> Result<Report> {
     if input.tasks.is_empty() {
         anyhow::bail!(
             "{}: no task scores to analyse (after the --tasks filter)",
@@ -219,6 +237,28 @@ pub fn write(input: &Input, out: &Path, opts: &Options) -> Result<(Vec<TaskMetri
         );
     }
     let (tm, em) = analyse(&input.tasks, &input.examples, opts)?;
+    let panels = Panel::all(&input.examples)?;
+    let mut notices = input.notices.clone();
+    let comparison = match &input.run {
+        Some(dir) if run::RunDir::new(dir).variants()?.len() > 1 => match compare::compare_full(dir, opts) {
+            Ok(c) => Some(c),
+            Err(e) => {
+                notices.push(format!("the averaged and ensembled evaluations are left out of the decisions: {e:#}"));
+                None
+            }
+        },
+        _ => None,
+    };
+    let remedies = comparison.as_ref().map(|c| decide::Remedies {
+        panels: &c.panels,
+        shared_steps: c.shared_steps.clone(),
+        rows: &c.rows,
+        diffs: &c.diffs,
+        null_p: &c.null_p,
+    });
+    let task_names: Vec<String> =
+        input.tasks.iter().map(|t| t.task.clone()).collect::<BTreeSet<_>>().into_iter().collect();
+    let decisions = decide::decide(&panels, &task_names, &tm, remedies.as_ref(), opts);
     let lock = output::FolderLock::acquire(out, "analysis report")?;
     let mut set = output::FileSet::begin(&lock, out)?;
     let mut df = records::frame_of(&tm)?;
@@ -236,12 +276,149 @@ pub fn write(input: &Input, out: &Path, opts: &Options) -> Result<(Vec<TaskMetri
             records::stage_frame(&mut set, name, &mut df)?;
         }
     }
+    let mut dd = records::frame_of(&decisions.rows())?;
+    records::stage_frame(&mut set, "decisions.parquet", &mut dd)?;
+    records::stage_frame(&mut set, "decisions.csv", &mut dd)?;
+    let git_commit = output::provenance::git_commit();
+    if html {
+        let page = page(input, &panels, &tm, &decisions, comparison.as_ref(), &notices, &git_commit, opts);
+        set.write("report.html", html::render(&page).as_bytes())?;
+    } else {
+        set.remove("report.html")?;
+    }
     let provenance = serde_json::json!({
-        "inputs": input.sources, "notices": input.notices, "options": {"final_fraction": opts.final_fraction, "final_from": opts.final_from, "bootstrap": opts.bootstrap, "noise_sims": opts.noise_sims, "splits": opts.splits, "seed": opts.seed, "acc_norm": opts.use_acc_norm},
+        "inputs": input.sources, "notices": notices, "options": {"final_fraction": opts.final_fraction, "final_from": opts.final_from, "bootstrap": opts.bootstrap, "noise_sims": opts.noise_sims, "splits": opts.splits, "seed": opts.seed, "acc_norm": opts.use_acc_norm},
+        "compared": comparison.as_ref().map(|c| &c.inputs),
         "threads": rayon::current_num_threads(), "host": output::provenance::host(),
-        "git_commit": output::provenance::git_commit(),
+        "git_commit": git_commit,
     });
     set.write("provenance.json", serde_json::to_string_pretty(&provenance)?.as_bytes())?;
     set.commit()?;
-    Ok((tm, em))
+    Ok(Report { metrics: tm, examples: em, decisions })
+}
+
+/// The HTML page of a report: per task its trail (single checkpoints with the paired-noise band,
+/// and every averaged, ensembled and smoothed trail compared), its flip heatmap and its decisions.
+#[allow(clippy::too_many_arguments)]
+fn page<'a>(
+    input: &Input,
+    panels: &BTreeMap<String, Panel>,
+    tm: &[TaskMetrics],
+    decisions: &'a Decisions,
+    comparison: Option<&compare::Comparison>,
+    notices: &[String],
+    git_commit: &str,
+    opts: &Options,
+) -> html::Page<'a> {
+    let metric = opts.primary();
+    let mut tasks = Vec::new();
+    let mut by_task: BTreeMap<&str, Vec<&TaskRecord>> = BTreeMap::new();
+    for r in &input.tasks {
+        by_task.entry(&r.task).or_default().push(r);
+    }
+    for (task, mut rows) in by_task {
+        rows.sort_by_key(|r| r.step);
+        let row = |w: &str| tm.iter().find(|m| m.task == task && m.window == w && m.metric == metric.name());
+        let Some(fin) = row("final") else { continue };
+        let mut view = html::TaskView {
+            task: task.to_string(),
+            metric: metric.name().into(),
+            chance: fin.chance,
+            steps: rows.iter().map(|r| r.step).collect(),
+            scores: rows
+                .iter()
+                .map(|r| if opts.use_acc_norm { r.acc_norm.unwrap_or(f64::NAN) } else { r.acc })
+                .collect(),
+            band: vec![None; rows.len()],
+            final_from: fin.first_step,
+            others: vec![],
+            heatmap: None,
+            facts: facts(fin),
+        };
+        if let Some(p) = panels.get(task) {
+            if let Some(v) = p.values(metric) {
+                view.steps = p.steps.clone();
+                view.scores = p.scores(metric).unwrap_or_default();
+                view.band = decide::noise_band(v);
+                view.heatmap = html::heatmap(&p.steps, &p.ids, v, 150);
+            }
+        }
+        if let Some(c) = comparison {
+            let mut ks = BTreeSet::new();
+            for (variant, ps) in &c.panels {
+                if variant.method == run::Method::Single {
+                    continue;
+                }
+                if let Some(s) = ps.get(task).and_then(|p| Some((p.steps.clone(), p.scores(metric)?))) {
+                    ks.insert(variant.k);
+                    view.others.push(html::Trail { label: variant.to_string(), steps: s.0, scores: s.1 });
+                }
+            }
+            // the smoothing baseline over the compared steps, as `analysis compare` has it
+            let from = view.steps.partition_point(|&s| s < c.shared_steps.first().copied().unwrap_or(0));
+            for k in ks.into_iter().filter(|&k| k > 1 && k <= view.scores.len()) {
+                let ma = theory::sequence::moving_average(&view.scores, k);
+                let skip = from.saturating_sub(k - 1);
+                view.others.push(html::Trail {
+                    label: run::Variant::new(run::Method::Smoothing, k).to_string(),
+                    steps: view.steps[k - 1 + skip..].to_vec(),
+                    scores: ma[skip..].to_vec(),
+                });
+            }
+        }
+        tasks.push(view);
+    }
+    let mut provenance: Vec<(String, String)> =
+        input.sources.iter().map(|p| ("input".to_string(), p.display().to_string())).collect();
+    if let Some(c) = comparison {
+        provenance.extend(c.inputs.iter().map(|p| ("compared".to_string(), p.display().to_string())));
+    }
+    provenance.push(("git commit".into(), git_commit.to_string()));
+    provenance.push((
+        "options".into(),
+        format!(
+            "final window: {}; bootstrap {}; null draws {}; seed {}; metric {}",
+            opts.final_from
+                .map_or(format!("last {:.0}% of the checkpoints", 100.0 * opts.final_fraction), |s| format!(
+                    "from step {s}"
+                )),
+            opts.bootstrap,
+            opts.noise_sims,
+            opts.seed,
+            metric.name()
+        ),
+    ));
+    // the run folder, or the deepest folder holding every input file (an lm_eval output folder)
+    let common =
+        input.sources.iter().skip(1).fold(
+            input.sources.first().and_then(|p| p.parent()).map(Path::to_path_buf).unwrap_or_default(),
+            |acc, p| acc.ancestors().find(|a| p.starts_with(a)).map(Path::to_path_buf).unwrap_or_default(),
+        );
+    let title = format!("Fluctuation report: {}", input.run.as_deref().unwrap_or(&common).display());
+    html::Page { title, provenance, decisions, tasks, notes: notices.to_vec() }
+}
+
+/// The facts line of a task's section, from its final-window row.
+fn facts(m: &TaskMetrics) -> String {
+    let mut s = format!(
+        "{} checkpoints in the final stage (steps {}-{}); final score {:.3}",
+        m.checkpoints, m.first_step, m.last_step, m.final_score
+    );
+    if let (Some(lo), Some(hi)) = (m.final_ci_low, m.final_ci_high) {
+        s += &format!(" [{lo:.3}, {hi:.3}]");
+    }
+    if let Some(n) = m.examples {
+        s += &format!(" on {n} examples");
+    }
+    s += &format!("; final-stage MTV {:.4}", m.mtv);
+    if let (Some(r), Some(p)) = (m.null_ratio, m.null_p_value) {
+        s += &format!(" ({r:.2}x its paired null, p {})", decide::format_p(p));
+    }
+    if let Some(f) = m.mean_flip_rate {
+        s += &format!("; example flip rate {f:.3}");
+    }
+    if let Some(i) = m.mean_instability {
+        s += &format!("; instability score {i:.3}");
+    }
+    s
 }

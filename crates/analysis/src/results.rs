@@ -185,6 +185,7 @@ mod tests {
             lengths_bytes: vec![4, 4],
             gold_is_greedy: false,
             output: "0".into(),
+            item_hash: String::new(),
         }
     }
 

@@ -32,6 +32,7 @@ fn rows(correct: &[Vec<bool>], outputs: Option<&[Vec<u32>]>, steps: &[u64]) -> (
                 lengths_bytes: vec![2, 2],
                 gold_is_greedy: false,
                 output: out.to_string(),
+                item_hash: String::new(),
             });
         }
     }
@@ -169,10 +170,11 @@ fn a_report_replaces_the_earlier_reports_tables_whole() {
         sources: vec![],
         harness: true,
         notices: vec![],
+        run: None,
     };
-    analysis::report::write(&input(e.clone()), out.path(), &opts()).unwrap();
+    analysis::report::write(&input(e.clone()), out.path(), &opts(), false).unwrap();
     assert!(out.path().join("example_metrics.csv").is_file() && out.path().join("example_metrics.parquet").is_file());
-    analysis::report::write(&input(vec![]), out.path(), &opts()).unwrap();
+    analysis::report::write(&input(vec![]), out.path(), &opts(), false).unwrap();
     assert!(out.path().join("task_metrics.csv").is_file());
     assert!(!out.path().join("example_metrics.csv").exists() && !out.path().join("example_metrics.parquet").exists());
 }

@@ -95,6 +95,21 @@ pub fn ensemble_rows(rows: &[ExampleRecord], k: usize, rule: Rule) -> Result<Vec
     let mut out = Vec::new();
     for ((task, id), mut seq) in by_example {
         seq.sort_by_key(|r| r.step);
+        // the members must have scored the same text wherever they say which (item_hash)
+        let mut known: Option<&ExampleRecord> = None;
+        for r in seq.iter().filter(|r| !r.item_hash.is_empty()) {
+            match known {
+                Some(f) if f.item_hash != r.item_hash => bail!(
+                    "task {task} example {id}: other text at step {} than at step {} (item hashes {} and {}); the checkpoints scored different questions",
+                    r.step,
+                    f.step,
+                    &r.item_hash[..r.item_hash.len().min(12)],
+                    &f.item_hash[..f.item_hash.len().min(12)]
+                ),
+                Some(_) => {}
+                None => known = Some(r),
+            }
+        }
         for end in k - 1..seq.len() {
             let window = &seq[end + 1 - k..=end];
             let ll: Vec<&[f64]> = window.iter().map(|r| r.logliks.as_slice()).collect();
@@ -128,6 +143,12 @@ pub fn ensemble_rows(rows: &[ExampleRecord], k: usize, rule: Rule) -> Result<Vec
                 lengths_bytes: last.lengths_bytes.clone(),
                 gold_is_greedy: false,
                 output: p.to_string(),
+                item_hash: window
+                    .iter()
+                    .map(|r| r.item_hash.as_str())
+                    .find(|h| !h.is_empty())
+                    .unwrap_or("")
+                    .to_string(),
             });
         }
     }
@@ -156,6 +177,7 @@ mod tests {
             lengths_bytes: vec![4, 4, 4],
             gold_is_greedy: false,
             output: String::new(),
+            item_hash: String::new(),
         }
     }
 
@@ -181,6 +203,23 @@ mod tests {
                 }
             }
         }
+    }
+
+    /// An ensembled row carries its members' item hash (members without one, from older
+    /// tables, do not count); members that scored other text for one example are refused,
+    /// naming the example and both steps.
+    #[test]
+    fn ensembles_keep_the_item_hash_and_refuse_members_of_other_text() {
+        let with = |step: u64, h: &str| ExampleRecord { item_hash: h.into(), ..row(step, vec![-1.0, -2.0, -3.0]) };
+        let (a, b) = ("a".repeat(64), "b".repeat(64));
+        let rows = vec![with(0, ""), with(10, &a), with(20, &a)];
+        let e = ensemble_rows(&rows, 2, Rule::Distribution).unwrap();
+        assert_eq!(e.iter().map(|r| r.item_hash.as_str()).collect::<Vec<_>>(), vec![a.as_str(), a.as_str()]);
+        let e = ensemble_rows(&rows[..1], 1, Rule::Vote).unwrap();
+        assert_eq!(e[0].item_hash, "", "unknown stays unknown");
+        let rows = vec![with(0, &a), with(10, ""), with(20, &b)];
+        let err = ensemble_rows(&rows, 2, Rule::Distribution).unwrap_err().to_string();
+        assert!(err.contains("example t/0") && err.contains("step 20") && err.contains("step 0"), "{err}");
     }
 
     #[test]

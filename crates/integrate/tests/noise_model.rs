@@ -93,6 +93,7 @@ fn row(step: u64, ll: Vec<f64>) -> ExampleRecord {
         lengths_bytes: vec![4; n],
         gold_is_greedy: false,
         output: pred.to_string(),
+        item_hash: String::new(),
     }
 }
 

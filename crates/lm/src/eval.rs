@@ -38,6 +38,8 @@ pub struct Prepared {
     pub kind: Kind,
     pub version: String,
     pub ids: Vec<String>,
+    /// [`tasks::Example::text_hash`] of each example as the task file holds it (before shots).
+    pub hashes: Vec<String>,
     pub gold: Vec<usize>,
     pub requests: Vec<Vec<Request>>,
     pub chars: Vec<Vec<u32>>,
@@ -57,12 +59,14 @@ pub fn prepare(tasks: &[Task], tok: &Tok, cfg: &EvalConfig) -> Result<Vec<Prepar
             kind: t.info.kind,
             version: t.info.sha256.clone(),
             ids: vec![],
+            hashes: vec![],
             gold: vec![],
             requests: vec![],
             chars: vec![],
             bytes: vec![],
         };
-        for e in &examples {
+        // with_shots keeps the order: `chosen[i]` is `examples[i]` without its shots
+        for (e, plain) in examples.iter().zip(&chosen) {
             let (mut reqs, mut bytes) = (Vec::new(), Vec::new());
             for c in &e.choices {
                 let (context, continuation, scored) = tok
@@ -72,6 +76,7 @@ pub fn prepare(tasks: &[Task], tok: &Tok, cfg: &EvalConfig) -> Result<Vec<Prepar
                 bytes.push(scored.len() as u32);
             }
             p.ids.push(e.id.clone());
+            p.hashes.push(plain.text_hash());
             p.gold.push(e.gold);
             p.chars.push(e.choices.iter().map(|c| records::harness::choice_chars(&c.continuation)).collect());
             p.bytes.push(bytes);
@@ -121,6 +126,7 @@ pub fn evaluate(
                 lengths_bytes: p.bytes[i].clone(),
                 gold_is_greedy: s[gold].greedy,
                 output,
+                item_hash: p.hashes[i].clone(),
             });
         }
     }
@@ -174,16 +180,41 @@ pub fn resolve_tokenizer(named: &Path, ckpt_dir: &Path) -> Result<PathBuf> {
 }
 
 /// Cached example rows of one checkpoint, if they were computed under `key` and still read.
-fn cached_rows(rows_path: &Path, key_path: &Path, key: &ResultKey) -> Option<Vec<ExampleRecord>> {
+/// Rows cached before tables carried `item_hash` (table version 2) get the hashes of `prepared`:
+/// the key matched, so they scored exactly those examples (same task files, same subset and
+/// shots); the scores do not change, so nothing is scored again for it.
+fn cached_rows(
+    rows_path: &Path,
+    key_path: &Path,
+    key: &ResultKey,
+    prepared: &[Prepared],
+) -> Option<Vec<ExampleRecord>> {
     let text = std::fs::read_to_string(key_path).ok()?;
     if serde_json::from_str::<ResultKey>(&text).ok()? != *key || !rows_path.is_file() {
         return None;
     }
     match records::read_examples(rows_path) {
-        Ok(rows) => Some(rows),
+        Ok(mut rows) => {
+            fill_hashes(&mut rows, prepared);
+            Some(rows)
+        }
         Err(e) => {
             eprintln!("warning: scoring again: {e:#}");
             None
+        }
+    }
+}
+
+/// Sets the empty `item_hash` of rows to their example's hash in `prepared` (by task and id);
+/// rows with a hash, or of an example not prepared, are left as they are.
+fn fill_hashes(rows: &mut [ExampleRecord], prepared: &[Prepared]) {
+    let known: std::collections::HashMap<(&str, &str), &str> = prepared
+        .iter()
+        .flat_map(|p| p.ids.iter().zip(&p.hashes).map(move |(id, h)| ((p.name.as_str(), id.as_str()), h.as_str())))
+        .collect();
+    for r in rows.iter_mut().filter(|r| r.item_hash.is_empty()) {
+        if let Some(h) = known.get(&(r.task.as_str(), r.example_id.as_str())) {
+            r.item_hash = h.to_string();
         }
     }
 }
@@ -240,7 +271,7 @@ pub fn run(
             scoring_version: SCORING_VERSION,
         };
         let (rows_path, key_path) = (out_dir.join(format!("{stem}.parquet")), out_dir.join(format!("{stem}.json")));
-        let rows = if let Some(rows) = cached_rows(&rows_path, &key_path, &key) {
+        let rows = if let Some(rows) = cached_rows(&rows_path, &key_path, &key, &prepared) {
             skipped += 1;
             rows
         } else {
@@ -386,9 +417,20 @@ mod tests {
             max_examples_per_task: Default::default(),
             batch_tokens: 256,
         };
+        let hash = ex.text_hash();
         let prepared = prepare(&[Task { info, examples: vec![ex] }], &tok, &cfg).unwrap();
         let rows = evaluate(&model, &tok, &prepared, 5, 256, Device::Cpu).unwrap();
         let r = &rows[0];
+        assert_eq!(r.item_hash, hash, "rows carry the identity of the example's text");
+        // rows cached by a build before table version 3 (no hash) get it; others keep theirs
+        let mut cached = vec![
+            ExampleRecord { item_hash: String::new(), ..r.clone() },
+            ExampleRecord { item_hash: "f".repeat(64), ..r.clone() },
+            ExampleRecord { item_hash: String::new(), example_id: "t/unknown".into(), ..r.clone() },
+        ];
+        fill_hashes(&mut cached, &prepared);
+        let filled: Vec<&str> = cached.iter().map(|c| c.item_hash.as_str()).collect();
+        assert_eq!(filled, vec![hash.as_str(), &"f".repeat(64), ""]);
         // lm-eval's acc_norm length: the choice without its leading delimiter; bytes with it
         assert_eq!(r.lengths_chars, options.iter().map(|o| o.chars().count() as u32 - 1).collect::<Vec<_>>());
         assert_eq!(r.lengths_bytes, options.iter().map(|o| o.len() as u32).collect::<Vec<_>>());

@@ -407,6 +407,11 @@ pub fn read_log_samples(path: &Path, task: &str, step: u64) -> Result<Vec<Exampl
             Some(d) => d.to_string(),
             None => i.to_string(),
         };
+        // lm-eval 0.4 hashes the doc (and the prompt, the target) of every sample
+        let item_hash = match v.get("doc_hash") {
+            Some(Value::String(h)) => h.clone(),
+            _ => String::new(),
+        };
         out.push(ExampleRecord {
             step,
             task: task.into(),
@@ -422,6 +427,7 @@ pub fn read_log_samples(path: &Path, task: &str, step: u64) -> Result<Vec<Exampl
             lengths_bytes: bytes,
             gold_is_greedy: greedy[gold],
             output: p.to_string(),
+            item_hash,
         });
     }
     if out.is_empty() {
@@ -762,6 +768,21 @@ mod tests {
         std::fs::write(&p, r#"{"doc_id": 0, "target": 1, "filtered_resps": [["-4.0", "Fal"#).unwrap();
         let e = format!("{:#}", read_log_samples(&p, "piqa", 7).unwrap_err());
         assert!(e.contains("samples_piqa.jsonl:1") && e.contains("truncated"), "{e}");
+    }
+
+    /// The identity of a sample's doc is lm-eval 0.4's `doc_hash` where the line has one
+    /// (not `prompt_hash` or `target_hash`), else unknown (empty).
+    #[test]
+    fn doc_hash_is_the_item_hash() {
+        let dir = tempfile::tempdir().unwrap();
+        let p = dir.path().join("samples_piqa.jsonl");
+        let h = "3b2d0c8a6b9e4f5d1a7c2e8f9b0a1d3c5e7f9a2b4c6d8e0f1a3b5c7d9e1f3a5b";
+        std::fs::write(&p, format!(concat!(
+            r#"{{"doc_id": 0, "target": 1, "arguments": [["Q:", " ab"], ["Q:", " abcd"]], "filtered_resps": [["-4.0", "False"], ["-6.0", "True"]], "doc_hash": "{}", "prompt_hash": "ff00", "target_hash": "ee11"}}"#, "\n",
+            r#"{{"doc_id": 1, "target": 0, "arguments": [["Q:", " a"], ["Q:", " b"]], "filtered_resps": [[-1.5, true], [-2.0, false]], "prompt_hash": "ff01"}}"#, "\n",
+        ), h)).unwrap();
+        let rows = read_log_samples(&p, "piqa", 7).unwrap();
+        assert_eq!((rows[0].item_hash.as_str(), rows[1].item_hash.as_str()), (h, ""));
     }
 
     /// `resps` (each option wrapped in a list) when `filtered_resps` is absent, a target given as

@@ -46,6 +46,13 @@ pub struct ExampleRecord {
     pub gold_is_greedy: bool,
     /// What the model produced: the chosen option's index, or for cloze the argmax tokens' text.
     pub output: String,
+    /// Identity of the example's text: the sha256 hex of the example as scored, so that rows of
+    /// two runs or checkpoints can be matched by text, not only by id. For `lm eval`, of the
+    /// example as its task file holds it (`tasks::Example::text_hash`: id, every choice's
+    /// context and continuation, gold; the shots prepended at scoring belong to the eval
+    /// config, not to the item); for lm-evaluation-harness samples, their `doc_hash`. Empty =
+    /// unknown (tables written before version 3, samples without `doc_hash`).
+    pub item_hash: String,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -134,6 +141,7 @@ pub fn examples_frame(rows: &[ExampleRecord]) -> Result<DataFrame> {
         list_u32("lengths_bytes", rows.iter().map(|r| r.lengths_bytes.clone())).into(),
         Series::new("gold_is_greedy".into(), rows.iter().map(|r| r.gold_is_greedy).collect::<Vec<_>>()).into(),
         Series::new("output".into(), rows.iter().map(|r| r.output.as_str()).collect::<Vec<_>>()).into(),
+        Series::new("item_hash".into(), rows.iter().map(|r| r.item_hash.as_str()).collect::<Vec<_>>()).into(),
     ];
     Ok(DataFrame::new(rows.len(), cols)?)
 }
@@ -203,8 +211,9 @@ pub fn is_csv(name: impl AsRef<Path>) -> bool {
 /// Version of the table layouts this build writes, stored in every parquet file under the key
 /// [`VERSION_KEY`]. Files without the key are version 1 and read as such; a newer version is
 /// refused with a message. Version 2 added `lengths_bytes` to the example table (version 1
-/// tables read with it empty).
-pub const TABLE_VERSION: u32 = 2;
+/// tables read with it empty). Version 3 added `item_hash` to the example table, the sha256 hex
+/// of each example's text (versions 1 and 2 read with it empty: identity unknown).
+pub const TABLE_VERSION: u32 = 3;
 pub const VERSION_KEY: &str = "fluctuation_table_version";
 
 /// Writes a frame as parquet (or CSV) into any writer.
@@ -312,6 +321,10 @@ pub fn read_examples(path: &Path) -> Result<Vec<ExampleRecord>> {
         Err(_) => vec![Vec::new(); df.height()],
     };
     let output = strs("output")?;
+    let hashes = match df.column("item_hash") {
+        Ok(_) => strs("item_hash")?,
+        Err(_) => vec![String::new(); df.height()],
+    };
     Ok((0..df.height())
         .map(|i| ExampleRecord {
             step: step[i],
@@ -328,6 +341,7 @@ pub fn read_examples(path: &Path) -> Result<Vec<ExampleRecord>> {
             lengths_bytes: lb[i].clone(),
             gold_is_greedy: greedy[i],
             output: output[i].clone(),
+            item_hash: hashes[i].clone(),
         })
         .collect())
 }
@@ -376,6 +390,7 @@ mod tests {
                 lengths_bytes: vec![13, 10],
                 gold_is_greedy: false,
                 output: (i % 2).to_string(),
+                item_hash: format!("{:064x}", i % 2),
             })
             .collect()
     }
@@ -420,11 +435,11 @@ mod tests {
     fn version_1_tables_read_with_empty_byte_counts() {
         let dir = tempfile::tempdir().unwrap();
         let p = dir.path().join("v1.parquet");
-        let mut df = examples_frame(&sample_rows()).unwrap().drop("lengths_bytes").unwrap();
+        let mut df = examples_frame(&sample_rows()).unwrap().drop("lengths_bytes").unwrap().drop("item_hash").unwrap();
         ParquetWriter::new(std::fs::File::create(&p).unwrap()).finish(&mut df).unwrap();
         let rows = read_examples(&p).unwrap();
         assert_eq!(rows.len(), 4);
-        assert!(rows.iter().all(|r| r.lengths_bytes.is_empty()));
+        assert!(rows.iter().all(|r| r.lengths_bytes.is_empty() && r.item_hash.is_empty()));
         assert_eq!(rows[0].lengths_chars, vec![12, 9]);
         // a table of a newer version than this build is refused by name
         let q = dir.path().join("v9.parquet");
@@ -436,6 +451,40 @@ mod tests {
             .unwrap();
         let e = read_examples(&q).unwrap_err().to_string();
         assert!(e.contains("v9.parquet") && e.contains("version 9"), "{e}");
+    }
+
+    /// A version 2 table (every committed `results/*/eval/examples.parquet`: no `item_hash`)
+    /// reads with empty hashes and everything else intact; a version 3 table keeps its hashes,
+    /// in the compact form too.
+    #[test]
+    fn version_2_tables_read_with_empty_hashes_and_version_3_keeps_them() {
+        let dir = tempfile::tempdir().unwrap();
+        let p = dir.path().join("v2.parquet");
+        let mut df = examples_frame(&sample_rows()).unwrap().drop("item_hash").unwrap();
+        let kv =
+            polars::io::parquet::write::KeyValueMetadata::from_static(vec![(VERSION_KEY.to_string(), "2".to_string())]);
+        ParquetWriter::new(std::fs::File::create(&p).unwrap())
+            .with_key_value_metadata(Some(kv))
+            .finish(&mut df)
+            .unwrap();
+        let rows = read_examples(&p).unwrap();
+        assert!(rows.iter().all(|r| r.item_hash.is_empty()));
+        let blank: Vec<ExampleRecord> =
+            sample_rows().into_iter().map(|r| ExampleRecord { item_hash: String::new(), ..r }).collect();
+        assert_eq!(rows, blank);
+        // version 3: the hashes come back, in both forms, and mixed with empty ones
+        let mut mixed = sample_rows();
+        mixed[3].item_hash = String::new();
+        for (name, mut df) in
+            [("v3.parquet", examples_frame(&mixed).unwrap()), ("v3c.parquet", compact_examples_frame(&mixed).unwrap())]
+        {
+            let q = dir.path().join(name);
+            write_frame(&q, &mut df).unwrap();
+            let back = read_examples(&q).unwrap();
+            let hashes: Vec<&str> = back.iter().map(|r| r.item_hash.as_str()).collect();
+            assert_eq!(hashes, mixed.iter().map(|r| r.item_hash.as_str()).collect::<Vec<_>>(), "{name}");
+            assert_eq!(back[1].item_hash, format!("{:064x}", 1));
+        }
     }
 
     #[test]

@@ -33,6 +33,17 @@ pub struct Example {
     pub gold: usize,
 }
 
+impl Example {
+    /// The identity of the example's text: the sha256 hex of its canonical form, the compact
+    /// JSON of the example as the task file holds it (`id`, `choices` with `context` and
+    /// `continuation`, `gold`, in that order; before any shots are prepended). Two runs that
+    /// scored an example with the same hash scored the same question, options and answer.
+    pub fn text_hash(&self) -> String {
+        let canonical = serde_json::to_string(self).expect("an example serialises");
+        output::provenance::sha256_hex(canonical.as_bytes())
+    }
+}
+
 /// How a task is scored.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
@@ -196,6 +207,33 @@ mod tests {
         assert!(e.contains("x.jsonl:2: duplicate example id `a`"), "{e}");
         let bad = serde_json::to_string(&ex("b", 2)).unwrap();
         assert!(format!("{:#}", parse_examples(p, &bad).unwrap_err()).contains("gold 2 but 2 choices"));
+    }
+
+    /// The same example hashes the same (and as the sha256 of its JSON line); another context,
+    /// continuation, gold or id changes the hash.
+    #[test]
+    fn text_hash_is_the_identity_of_the_text() {
+        let a = ex("a", 0);
+        assert_eq!(a.text_hash(), ex("a", 0).text_hash());
+        assert_eq!(a.text_hash(), output::provenance::sha256_hex(serde_json::to_string(&a).unwrap().as_bytes()));
+        assert_eq!(a.text_hash().len(), 64);
+        let mut changed = Vec::new();
+        for choice in 0..2 {
+            let mut b = a.clone();
+            b.choices[choice].context.push('?');
+            changed.push(b);
+            let mut b = a.clone();
+            b.choices[choice].continuation = " c".into();
+            changed.push(b);
+        }
+        changed.push(ex("a", 1));
+        changed.push(ex("b", 0));
+        let mut swapped = a.clone();
+        swapped.choices.swap(0, 1);
+        changed.push(swapped);
+        for b in &changed {
+            assert_ne!(a.text_hash(), b.text_hash(), "{b:?}");
+        }
     }
 
     #[test]

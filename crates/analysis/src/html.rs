@@ -327,11 +327,11 @@ fn trail_plot(t: &TaskView) -> String {
 fn heatmap_plot(task: &str, h: &Heatmap) -> String {
     let (ml, mt, mb) = (56.0, 4.0, 30.0);
     let cols = h.steps.len().max(1) as f64;
-    let cw = (680.0 / cols).clamp(2.0, 24.0);
+    let cw = (680.0 / cols).clamp(2.0, 40.0);
     let rh = if h.rows.len() > 60 { 3.0 } else { 6.0 };
     let (w, hh) = (ml + cw * cols + 20.0, mt + rh * h.rows.len() as f64 + mb);
     let mut s = format!(
-        "<p class=\"facts\">Examples x checkpoints (dark: right, light: wrong): the {} examples that flip most, of {}; {} never flip.</p>\
+        "<p class=\"facts\">Examples x checkpoints (dark: right, light: wrong): {} of the {} examples, those that flip most first; {} never flip.</p>\
          <svg class=\"plot\" xmlns=\"http://www.w3.org/2000/svg\" width=\"{w:.0}\" height=\"{hh:.0}\" viewBox=\"0 0 {w:.0} {hh:.0}\" role=\"img\" aria-label=\"{} example flips\">",
         h.rows.len(),
         h.total,
@@ -388,8 +388,12 @@ fn heatmap_plot(task: &str, h: &Heatmap) -> String {
     s + "</svg>"
 }
 
+/// Examples that never flip drawn below the flipping ones, for contrast.
+const NEVER_FLIP_SHOWN: usize = 10;
+
 /// The heatmap of a panel's 0/1 values: at most `limit` examples, those with the most flips first
-/// (ties by id); `None` if the values are not 0/1 or there are no examples.
+/// (ties by id), at most [`NEVER_FLIP_SHOWN`] of them without a flip; `None` if the values are not
+/// 0/1 or there are no examples.
 pub fn heatmap(steps: &[u64], ids: &[String], v: ndarray::ArrayView2<f64>, limit: usize) -> Option<Heatmap> {
     if v.ncols() == 0 || v.iter().any(|&x| x != 0.0 && x != 1.0) {
         return None;
@@ -403,7 +407,9 @@ pub fn heatmap(steps: &[u64], ids: &[String], v: ndarray::ArrayView2<f64>, limit
         .collect();
     let never_flip = rows.iter().filter(|r| r.0 == 0).count();
     rows.sort_by(|a, b| b.0.cmp(&a.0).then_with(|| a.1.cmp(&b.1)));
-    rows.truncate(limit);
+    // the examples that flip, and a few that never do for contrast
+    let flipping = rows.len() - never_flip;
+    rows.truncate(limit.min(flipping + NEVER_FLIP_SHOWN));
     Some(Heatmap {
         steps: steps.to_vec(),
         rows: rows.into_iter().map(|(_, id, c)| (id, c)).collect(),

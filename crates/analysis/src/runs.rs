@@ -19,11 +19,13 @@
 //!   checkpoint-to-checkpoint noise.
 //! - **the difference** A - B of the final-stage means, with a 95% bootstrap interval over the
 //!   shared items ([`crate::bootstrap::interval`]: the percentile / bias-corrected union).
-//! - **the decision consistency**: the share of pairs (a checkpoint of A's final window, a
-//!   checkpoint of B's final window) in which A's score beats B's, a tie counting one half; 1
-//!   means A wins whichever final-stage checkpoints one compares, 0 that B always does, 0.5 that
-//!   the pick of checkpoints decides. This is DataDecide's decision accuracy (Magnusson et al.:
-//!   the share of comparisons that agree with the decision) applied within the final stage.
+//! - **who wins the checkpoint pairs** (`a_wins`): the share of pairs (a checkpoint of A's final
+//!   window, a checkpoint of B's final window) in which A's score beats B's, a tie counting one
+//!   half; and the **decision consistency**, the share of those pairs won by the run with the
+//!   higher final-stage mean: 1 means the leader wins whichever final-stage checkpoints one
+//!   compares, 0.5 that the pick of checkpoints decides. This is DataDecide's decision accuracy
+//!   (Magnusson et al.: the share of comparisons that agree with the decision) applied within the
+//!   final stage.
 //! - **the verdict**: "A better by X points [lo, hi]" (or B) where the interval excludes 0, else
 //!   "no difference"; a verdict whose interval excludes 0 while the consistency lies strictly
 //!   between 0.1 and 0.9, or whose consistency points the other way than the difference, says

@@ -879,6 +879,82 @@ mod tests {
         assert!(why.contains("k = 2, 4") && why.contains("largest null p = 0.200 at k = 4"), "{why}");
     }
 
+    /// A panel of one task from a correctness matrix [checkpoint][example].
+    fn panel(correct: &[Vec<bool>], steps: &[u64]) -> Panel {
+        let rows: Vec<records::ExampleRecord> = correct
+            .iter()
+            .enumerate()
+            .flat_map(|(t, row)| {
+                row.iter().enumerate().map(move |(e, &ok)| records::ExampleRecord {
+                    step: steps[t],
+                    task: "t".into(),
+                    example_id: format!("t/{e:04}"),
+                    gold: 0,
+                    predicted: u32::from(!ok),
+                    predicted_norm: u32::from(!ok),
+                    correct: ok,
+                    correct_norm: ok,
+                    logliks: if ok { vec![-1.0, -2.0] } else { vec![-2.0, -1.0] },
+                    lengths_chars: vec![1, 1],
+                    lengths_tokens: vec![1, 1],
+                    lengths_bytes: vec![2, 2],
+                    gold_is_greedy: false,
+                    output: u32::from(!ok).to_string(),
+                    item_hash: String::new(),
+                })
+            })
+            .collect();
+        Panel::build("t", &rows.iter().collect::<Vec<_>>()).unwrap()
+    }
+
+    /// Five final-stage checkpoints on 1,000 examples: four within 1 point of each other (a few
+    /// examples swapped), one 10 points lower. The best is kept, the four are indistinguishable
+    /// from it, the low one is not (Holm over the four paired tests).
+    #[test]
+    fn the_checkpoint_to_keep_and_its_ties_on_a_constructed_trail() {
+        let n = 1000;
+        let base: Vec<bool> = (0..n).map(|e| e % 2 == 0).collect();
+        // extra examples right or wrong, then churn of its own at each checkpoint `t`: 20 right
+        // examples turned wrong and 20 wrong ones turned right (no net change)
+        let with = |extra_right: usize, extra_wrong: usize, t: usize| -> Vec<bool> {
+            let mut r = base.clone();
+            for e in (1..n).step_by(2).take(extra_right) {
+                r[e] = true;
+            }
+            for e in (0..n).step_by(2).take(extra_wrong) {
+                r[e] = false;
+            }
+            for e in (0..n).step_by(2).skip(200 + 20 * t).take(20) {
+                r[e] = false;
+            }
+            for e in (1..n).step_by(2).skip(200 + 20 * t).take(20) {
+                r[e] = true;
+            }
+            r
+        };
+        // scores 0.505, 0.510, 0.500, 0.400, 0.505: the 1-point gaps are within the churn, the
+        // 11-point one is not
+        let m = vec![with(5, 0, 0), with(10, 0, 1), with(0, 0, 2), with(0, 100, 3), with(8, 3, 4)];
+        let steps = [10, 20, 30, 40, 50];
+        let p = panel(&m, &steps);
+        let opts = Options { final_fraction: 1.0, noise_sims: 200, ..Default::default() };
+        let k = keep(&p, None, &[], &[], &opts).unwrap();
+        assert_eq!((k.best_step, k.best_score), (20, 0.51));
+        assert_eq!(k.indistinguishable, vec![10, 20, 30, 50]);
+        assert_eq!(k.window_steps, steps);
+        assert!(
+            k.sentence().starts_with("keep step 20 (0.510); 4 of the 5 final-stage checkpoints"),
+            "{}",
+            k.sentence()
+        );
+        // a remedy scored on the same examples is set against the best one
+        let remedy = panel(&[with(12, 0, 5), with(30, 0, 1)], &[40, 50]);
+        let k = keep(&p, None, &[(Variant::new(Method::Average, 2), &remedy)], &[], &opts).unwrap();
+        let r = &k.remedies[0];
+        assert_eq!((r.step, r.score), (50, 0.53));
+        assert!((r.vs_best.change - 0.02).abs() < 1e-12 && r.vs_best.better == Some(20), "{r:?}");
+    }
+
     #[test]
     fn the_noise_band_is_centred_on_the_previous_score() {
         let v = ndarray::array![[1.0, 0.0, 1.0, 0.0], [1.0, 1.0, 0.0, 0.0]];

@@ -240,16 +240,10 @@ fn compare_task(
         })
         .collect();
     selection.extend(smooth_ks.iter().map(|_| None));
-    // above chance: the single checkpoints' final accuracy interval excludes chance
-    let acc = single_full.values(Metric::Acc)?;
-    let last = single_full.steps.len() - 1;
-    // the same draws as `analysis report`'s final-score interval, so both name the same tasks
-    let fin: Vec<f64> = bootstrap::draws(n, opts.bootstrap, crate::seed_for(opts.seed, &single_full.task, "bootstrap"))
-        .iter()
-        .map(|idx| bootstrap::resampled_scores(acc, idx)[last])
-        .collect();
-    let observed = single_full.scores(Metric::Acc)?[last];
-    let above_chance = bootstrap::interval(observed, &fin, LEVEL, f64::NEG_INFINITY).low > single_full.chance;
+    // above chance: the single checkpoints' final accuracy interval excludes chance (the Wilson
+    // interval of `analysis report`, so both name the same tasks)
+    let observed = *single_full.scores(Metric::Acc)?.last()?;
+    let above_chance = crate::proportion::wilson_of_mean(observed, n, LEVEL)?.0 > single_full.chance;
     Some(TaskComparison { labels, estimate, draws, has_examples, selection, above_chance, examples: n })
 }
 

@@ -5,7 +5,7 @@
 //! them, where the paper measures) and metric, plus one [`ExampleMetrics`] row per example.
 //! With per-example data every figure carries its uncertainty, against the right null: the eval
 //! set is fixed and shared by all checkpoints, so consecutive scores are paired
-//! ([`nulls::sign_flip_null`]), and one bootstrap draw of examples is applied to every checkpoint
+//! ([`nulls::sign_flip_null`]; [`nulls::permutation_null`] beside it for 0/1 scores), final accuracies get a Wilson interval ([`proportion`]), and one bootstrap draw of examples is applied to every checkpoint
 //! ([`bootstrap`]); continuous metrics ([`continuous`]) sit beside accuracy. Without it
 //! (lm-evaluation-harness results files) only the task level is computed, with the
 //! independent-binomial noise figure as a conservative upper bound on noise.
@@ -27,6 +27,7 @@ pub mod metrics;
 pub mod nulls;
 pub mod panel;
 pub mod power;
+pub mod proportion;
 pub mod report;
 pub mod results;
 pub mod runs;
@@ -144,6 +145,12 @@ pub struct TaskMetrics {
     pub null_mtv_q95: Option<f64>,
     pub null_ratio: Option<f64>,
     pub null_p_value: Option<f64>,
+    /// the checkpoint-permutation null (0/1 metrics): observed MTV / its mean MTV, and its p-value
+    /// ([`nulls::permutation_null`]: exact under stationary churn, conservative under drift)
+    #[serde(default)]
+    pub permutation_ratio: Option<f64>,
+    #[serde(default)]
+    pub permutation_p_value: Option<f64>,
     /// share of transitions significant (exact McNemar or sign-flip, Benjamini-Hochberg 5%)
     pub transitions_significant: Option<f64>,
     /// independent-binomial noise figure (only without per-example data): a conservative upper
@@ -231,6 +238,8 @@ fn series_row(task: &str, window: &str, metric: Metric, steps: &[u64], s: &[f64]
         null_mtv_q95: None,
         null_ratio: None,
         null_p_value: None,
+        permutation_ratio: None,
+        permutation_p_value: None,
         transitions_significant: None,
         binomial_bound_ratio: None,
         binomial_bound_p_value: None,
@@ -394,12 +403,8 @@ fn with_examples(p: &Panel, opts: &Options, out: &mut Vec<TaskMetrics>, per_exam
             let mut tm = series_row(task, name, k, &p.steps[w.clone()], &s[w.clone()]);
             tm.examples = Some(n);
             let pick = |f: fn(&Drawn) -> f64| -> Vec<f64> { boot.iter().map(|d| f(&d[mi][wi])).collect() };
-            let null = nulls::sign_flip_null(
-                v.slice(ndarray::s![w.clone(), ..]),
-                opts.noise_sims,
-                seed_for(opts.seed, task, "null"),
-            );
-            let real = null.as_ref().is_some_and(|x| x.p_value < 0.05);
+            let window = v.slice(ndarray::s![w.clone(), ..]);
+            let null = nulls::sign_flip_null(window, opts.noise_sims, seed_for(opts.seed, task, "null"));
             if let Some(x) = &null {
                 tm.null_mtv = Some(x.null_mean);
                 tm.null_mtv_q95 = Some(x.null_q95);
@@ -407,6 +412,18 @@ fn with_examples(p: &Panel, opts: &Options, out: &mut Vec<TaskMetrics>, per_exam
                 tm.null_p_value = Some(x.p_value);
                 tm.transitions_significant = Some(x.share_significant);
             }
+            // 0/1 metrics: the checkpoint-permutation null beside it, exact under stationary churn
+            // where the sign-flip test is not; conservative while examples still drift (see
+            // `nulls::permutation_null`), so it is reported, not used for the interval's form
+            if k.is_binary() {
+                if let Some(x) =
+                    nulls::permutation_null(window, opts.noise_sims, seed_for(opts.seed, task, "permutation"))
+                {
+                    tm.permutation_ratio = Some(x.ratio).filter(|r| r.is_finite());
+                    tm.permutation_p_value = Some(x.p_value);
+                }
+            }
+            let real = null.as_ref().is_some_and(|x| x.p_value < 0.05);
             let iv = if real {
                 bootstrap::interval(tm.mtv, &pick(|d| d.mtv), LEVEL, 0.0)
             } else {
@@ -416,14 +433,29 @@ fn with_examples(p: &Panel, opts: &Options, out: &mut Vec<TaskMetrics>, per_exam
             tm.mtv_se = Some(sample_sd(&pick(|d| d.mtv)));
             tm.mtv_ci_low = Some(iv.low);
             tm.mtv_ci_high = Some(iv.high);
+            // no example changed over the window: every bootstrap draw repeats MTV = 0, a [0, 0]
+            // that claims certainty; MTV of 0/1 scores is at most the share of example-transitions
+            // that change, so the Wilson bound of 0 changes out of n (T - 1) bounds it
+            if k.is_binary() && tm.mtv == 0.0 {
+                let cells = (n * (w.len() - 1)) as u64;
+                tm.mtv_ci_high = proportion::wilson(0, cells, LEVEL).map(|(_, hi)| hi).or(tm.mtv_ci_high);
+            }
             tm.mtv_interval = Some(if real { "two-sided" } else { "upper bound" }.into());
-            let fin = bootstrap::interval(tm.final_score, &pick(|d| d.final_score), LEVEL, f64::NEG_INFINITY);
+            // a 0/1 score is a proportion: the Wilson interval, which stays inside [0, 1] and is
+            // not degenerate at 0/n ([`proportion`]); other metrics: the bootstrap over examples
+            let (low, high) = match k.is_binary().then(|| proportion::wilson_of_mean(tm.final_score, n, LEVEL)) {
+                Some(Some(w)) => w,
+                _ => {
+                    let fin = bootstrap::interval(tm.final_score, &pick(|d| d.final_score), LEVEL, f64::NEG_INFINITY);
+                    (fin.low, fin.high)
+                }
+            };
             tm.final_se = Some(sample_sd(&pick(|d| d.final_score)));
-            tm.final_ci_low = Some(fin.low);
-            tm.final_ci_high = Some(fin.high);
+            tm.final_ci_low = Some(low);
+            tm.final_ci_high = Some(high);
             if k.is_binary() {
                 tm.chance = Some(p.chance);
-                tm.above_chance = Some(fin.low > p.chance);
+                tm.above_chance = Some(low > p.chance);
             }
             let em = mean(&ex_mtv[mi][wi]);
             let ev = bootstrap::interval(em, &pick(|d| d.example_mtv), LEVEL, 0.0);

@@ -259,3 +259,28 @@ fn compare_refuses_variants_that_scored_other_examples() {
     let err = format!("{:#}", analysis::compare::compare(run.path(), &o).unwrap_err());
     assert!(err.contains("eval-avg-k2") && err.contains("has 29 examples"), "{err}");
 }
+
+/// Intervals that respect their bounds (issue 30 item 4): a task right on 0, 1, n - 1 and all n
+/// of its examples at every checkpoint gets a final-score interval inside [0, 1] that contains the
+/// score and is never of zero width, and an MTV upper bound above 0 although no example changes.
+#[test]
+fn intervals_stay_in_bounds_and_are_not_degenerate_at_the_edges() {
+    let n = 64;
+    let steps: Vec<u64> = (0..6).map(|t| 10 * t).collect();
+    for right in [0, 1, n - 1, n] {
+        let c: Vec<Vec<bool>> = (0..n).map(|e| vec![e < right; steps.len()]).collect();
+        let (t, e) = rows(&c, None, &steps);
+        let (tm, _) = analyse(&t, &e, &opts()).unwrap();
+        for m in tm.iter().filter(|m| m.metric == "acc") {
+            let (lo, hi) = (m.final_ci_low.unwrap(), m.final_ci_high.unwrap());
+            let p = right as f64 / n as f64;
+            assert!(0.0 <= lo && lo <= p && p <= hi && hi <= 1.0, "{right}/{n}: [{lo}, {hi}]");
+            assert!(hi - lo > 0.01, "{right}/{n}: degenerate [{lo}, {hi}]");
+            assert_eq!(m.mtv, 0.0);
+            let mtv_hi = m.mtv_ci_high.unwrap();
+            // the Wilson bound of 0 changes among n (T - 1) example-transitions
+            let want = analysis::proportion::wilson(0, (n * (m.checkpoints - 1)) as u64, 0.95).unwrap().1;
+            assert!(mtv_hi > 0.0 && (mtv_hi - want).abs() < 1e-12, "{right}/{n}, {}: MTV bound {mtv_hi}", m.window);
+        }
+    }
+}

@@ -33,13 +33,15 @@ setup:
 # add lm-evaluation-harness (and transformers) to .venv, pinned, with torch kept at {{torch}}
 # (scripts/constraints-torch.txt); used only by `just interop` and its tests
 [group('set-up')]
-[doc("add lm-eval 0.4.13 and transformers (pinned, torch kept) for `just interop`")]
+[doc("add lm-eval 0.4.13, transformers, fuzzywuzzy (pinned, torch kept) for `just interop`")]
 setup-interop: setup
     @if .venv/bin/python -c 'import importlib.metadata as m, sys; sys.exit(m.version("lm_eval") != "0.4.13" or m.version("transformers") != "5.25.0")' 2>/dev/null; then \
         echo "venv ok: lm_eval 0.4.13, transformers 5.25.0"; \
     else \
         .venv/bin/pip install --quiet --no-cache-dir --disable-pip-version-check -c scripts/constraints-torch.txt "lm-eval[hf]==0.4.13" "transformers==5.25.0"; \
     fi
+    @.venv/bin/python -c 'import importlib.metadata as m, sys; sys.exit(m.version("fuzzywuzzy") != "0.18.0" or m.version("python-Levenshtein") != "0.27.5")' 2>/dev/null \
+        || .venv/bin/pip install --quiet --no-cache-dir --disable-pip-version-check fuzzywuzzy==0.18.0 python-Levenshtein==0.27.5 Levenshtein==0.27.5 rapidfuzz==3.14.6
     @.venv/bin/python -c 'import torch, sys; sys.exit(torch.__version__.split("+")[0] != "{{torch}}")' || { echo "error: installing lm-eval changed torch; tch needs torch=={{torch}}" >&2; exit 1; }
 
 # add the PDF renderer of the paper (paper/pdf.py) to .venv, pinned
@@ -160,6 +162,8 @@ interop task="arc_easy" steps="100,150,200" examples="200" run="runs/smoke": set
     t0=$SECONDS
     if [ "{{run}}" = runs/smoke ]; then {{lm}} train --config configs/smoke.toml --quiet; work=runs/interop; else work=runs/interop-$(basename {{run}}); fi
     .venv/bin/python scripts/interop.py --run {{run}} --work $work --task {{task}} --steps {{steps}} --examples {{examples}}
+    # the char F1 / exact match fixture of crates/textmatch, made again by the pinned Python originals
+    .venv/bin/python scripts/textmatch_reference.py --check
     echo "== interop took $((SECONDS - t0)) s"
 
 # the Pythia runs vendored in data/external, task level (results files have no per-example

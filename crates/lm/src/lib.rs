@@ -11,12 +11,14 @@
 //! - [`score`]: log-likelihood scoring of (context, continuation) requests.
 //! - [`eval`]: downstream evaluation of every checkpoint, per-example records.
 //! - [`export`]: a checkpoint as a Hugging Face (Llama) folder; logits for parity checks.
+//! - [`generate`]: batched greedy decoding with a key/value cache and stop strings.
 //! - [`heap`]: malloc settings that keep tensors' freed memory for reuse (every command sets them).
 
 pub mod checkpoint;
 pub use run::config;
 pub mod eval;
 pub mod export;
+pub mod generate;
 pub mod heap;
 pub mod model;
 pub mod optim;

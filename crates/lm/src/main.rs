@@ -99,6 +99,29 @@ enum Command {
         #[arg(long)]
         out: PathBuf,
     },
+    /// Continue prompts greedily (batched, with a key/value cache) and print each continuation.
+    /// A prompt keeps its last `context - max_new_tokens` tokens.
+    Generate {
+        /// The checkpoint: its sidecar (step_N.json) or weights (step_N.safetensors).
+        #[arg(long)]
+        checkpoint: PathBuf,
+        /// A prompt (repeat for several, decoded as one batch).
+        #[arg(long, required = true)]
+        prompt: Vec<String>,
+        #[arg(long, default_value_t = 32)]
+        max_new_tokens: usize,
+        /// A stop string (repeatable): a continuation ends before its first occurrence. `\n`,
+        /// `\t` and `\\` are read as newline, tab and backslash, so `--until "\n\n"` works.
+        #[arg(long)]
+        until: Vec<String>,
+        /// Tokenizer JSON [default: the one the checkpoint's config names]; its sha256 must match.
+        #[arg(long)]
+        tokenizer: Option<PathBuf>,
+        /// Re-run the whole sequence at every step instead of using the cache (the reference
+        /// path: same tokens, slower).
+        #[arg(long)]
+        no_cache: bool,
+    },
     /// Print the parameter count and FLOPs per token of a config.
     Info {
         #[arg(long)]
@@ -182,6 +205,33 @@ fn main() -> Result<()> {
                 logits.first().map_or(0, Vec::len)
             );
         }
+        Command::Generate { checkpoint, prompt, max_new_tokens, until, tokenizer, no_cache } => {
+            let device = tch::Device::cuda_if_available();
+            let l = lm::generate::load(&checkpoint, tokenizer.as_deref(), device)?;
+            let until: Vec<String> = until.iter().map(|u| unescape(u)).collect();
+            let opts = lm::generate::Options { max_new_tokens, until, batch_size: prompt.len(), cache: !no_cache };
+            let start = std::time::Instant::now();
+            let gens = lm::generate::generate(&l.model, &l.tok, &prompt, &opts, device)?;
+            let wall = start.elapsed().as_secs_f64();
+            for (i, (p, g)) in prompt.iter().zip(&gens).enumerate() {
+                let cut =
+                    if g.truncated > 0 { format!(", {} dropped from the left", g.truncated) } else { String::new() };
+                let why = match &g.stop {
+                    lm::generate::Stop::Until(s) => format!("stopped at {s:?}"),
+                    lm::generate::Stop::EndOfText => "end of text".into(),
+                    lm::generate::Stop::MaxNewTokens => "max_new_tokens".into(),
+                };
+                println!("[{}] prompt ({} tokens{cut}): {p:?}", i + 1, g.prompt_tokens);
+                println!("[{}] continuation ({} tokens, {why}): {:?}", i + 1, g.tokens.len(), g.text);
+            }
+            let n: usize = gens.iter().map(|g| g.tokens.len()).sum();
+            eprintln!(
+                "step {} on {device:?}: {n} tokens in {wall:.2} s ({:.0} tokens/s, {})",
+                l.meta.step,
+                n as f64 / wall.max(1e-9),
+                if no_cache { "no cache" } else { "cached" }
+            );
+        }
         Command::Info { config } => {
             let cfg = Config::load(&config)?;
             println!(
@@ -211,4 +261,28 @@ fn main() -> Result<()> {
         }
     }
     Ok(())
+}
+
+/// `\n`, `\t` and `\\` in a command-line string as newline, tab and backslash (other
+/// backslashes are kept).
+fn unescape(s: &str) -> String {
+    let mut out = String::with_capacity(s.len());
+    let mut chars = s.chars();
+    while let Some(c) = chars.next() {
+        if c != '\\' {
+            out.push(c);
+            continue;
+        }
+        match chars.next() {
+            Some('n') => out.push('\n'),
+            Some('t') => out.push('\t'),
+            Some('\\') => out.push('\\'),
+            Some(other) => {
+                out.push('\\');
+                out.push(other);
+            }
+            None => out.push('\\'),
+        }
+    }
+    out
 }

@@ -106,22 +106,33 @@ impl Block {
     /// token ([B, 1, T, hd], `sin_signed` with its first half negated, see [`rotate_signed`]),
     /// an additive float mask [B, 1, T, T] (0 or -inf), in-place residual updates. The same
     /// arithmetic as [`Block::forward`] up to float rounding.
-    fn forward_packed(&self, mut x: Tensor, cos: &Tensor, sin_signed: &Tensor, mask: &Tensor) -> Tensor {
+    ///
+    /// With `cache` (this layer's keys and values [B, H, capacity, hd] and the number `start`
+    /// of columns already filled), the T new keys and values are written at columns
+    /// `start..start + T` and the queries attend to columns `0..start + T`; `mask` is then
+    /// [B, 1, T, start + T].
+    fn forward_packed(
+        &self,
+        mut x: Tensor,
+        cos: &Tensor,
+        sin_signed: &Tensor,
+        mask: &Tensor,
+        cache: Option<(&Tensor, &Tensor, i64)>,
+    ) -> Tensor {
         let (b, t, d) = x.size3().unwrap();
         let hd = d / self.n_heads;
         let qkv =
             self.attn_norm.forward(&x).apply(&self.qkv).view([b, t, 3, self.n_heads, hd]).permute([2, 0, 3, 1, 4]);
         let qk = rotate_signed(&qkv.narrow(0, 0, 2), cos, sin_signed);
-        let y = Tensor::scaled_dot_product_attention(
-            &qk.get(0),
-            &qk.get(1),
-            &qkv.get(2),
-            Some(mask),
-            0.0,
-            false,
-            None,
-            false,
-        );
+        let (k, v) = match cache {
+            None => (qk.get(1), qkv.get(2)),
+            Some((kc, vc, start)) => {
+                kc.narrow(2, start, t).copy_(&qk.get(1));
+                vc.narrow(2, start, t).copy_(&qkv.get(2));
+                (kc.narrow(2, 0, start + t), vc.narrow(2, 0, start + t))
+            }
+        };
+        let y = Tensor::scaled_dot_product_attention(&qk.get(0), &k, &v, Some(mask), 0.0, false, None, false);
         x += y.transpose(1, 2).contiguous().view([b, t, d]).apply(&self.wo);
         let gu = self.mlp_norm.forward(&x).apply(&self.gate_up);
         let mut halves = gu.chunk(2, -1).into_iter();
@@ -170,6 +181,26 @@ fn rotate_signed(x: &Tensor, cos: &Tensor, sin_signed: &Tensor) -> Tensor {
     let mut out = x * cos;
     let _ = out.addcmul_(&swapped, sin_signed);
     out
+}
+
+/// Keys and values of every layer for incremental decoding ([`Gpt::hidden_cached`]): per
+/// layer two [B, H, capacity, hd] tensors in the weights' kind and device, of which the first
+/// `len()` columns (token slots, the same for every row) are filled.
+#[derive(Debug)]
+pub struct KvCache {
+    layers: Vec<(Tensor, Tensor)>,
+    len: i64,
+}
+
+impl KvCache {
+    /// Columns filled so far.
+    pub fn len(&self) -> i64 {
+        self.len
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.len == 0
+    }
 }
 
 /// The decoder. Build it inside a `VarStore` so its weights can be saved, loaded and averaged.
@@ -232,22 +263,56 @@ impl Gpt {
     /// every query must be allowed at least one key. Inference only (no dropout); `hidden`
     /// is the fast path for plain causal rows.
     pub fn hidden_masked(&self, tokens: &Tensor, positions: &Tensor, mask: &Tensor) -> Tensor {
+        let (cos, sin_signed, mask) = self.packed_inputs(tokens, positions, mask);
+        let mut x = self.wte.forward(tokens);
+        for block in &self.blocks {
+            x = block.forward_packed(x, &cos, &sin_signed, &mask, None);
+        }
+        self.norm_f.forward(&x)
+    }
+
+    /// The rotary tables of `positions` [B, T] ([B, 1, T, hd]: cos, and sin with its first half
+    /// negated) and the bool `mask` [B, T, K] as an additive one [B, 1, T, K], in the weights'
+    /// kind (so that a model cast to bf16 computes in bf16), made once for all layers.
+    fn packed_inputs(&self, tokens: &Tensor, positions: &Tensor, mask: &Tensor) -> (Tensor, Tensor, Tensor) {
         let (b, t) = tokens.size2().unwrap();
         let hd = self.config.d_model / self.config.n_heads;
         let idx = positions.reshape([-1]);
-        // in the weights' kind, so that a model cast to bf16 computes in bf16
         let kind = self.wte.ws.kind();
         let cos = self.rope.0.index_select(0, &idx).view([b, 1, t, hd]).to_kind(kind);
         let sin = self.rope.1.index_select(0, &idx).view([b, 1, t, hd]).to_kind(kind);
         let sin_signed = Tensor::cat(&[-sin.narrow(-1, 0, hd / 2), sin.narrow(-1, hd / 2, hd / 2)], -1);
-        // additive, converted once for all layers
         let mask = Tensor::zeros(mask.size(), (kind, mask.device()))
             .masked_fill(&mask.logical_not(), f64::NEG_INFINITY)
             .unsqueeze(1);
+        (cos, sin_signed, mask)
+    }
+
+    /// An empty key/value cache for `batch` rows of at most `capacity` tokens (<= context).
+    pub fn kv_cache(&self, batch: i64, capacity: i64) -> KvCache {
+        let (h, hd) = (self.config.n_heads, self.config.d_model / self.config.n_heads);
+        let opts = (self.wte.ws.kind(), self.wte.ws.device());
+        let layers = (0..self.blocks.len())
+            .map(|_| (Tensor::zeros([batch, h, capacity, hd], opts), Tensor::zeros([batch, h, capacity, hd], opts)))
+            .collect();
+        KvCache { layers, len: 0 }
+    }
+
+    /// [`Gpt::hidden_masked`] for the next `T` tokens [B, T] of rows whose earlier tokens'
+    /// keys and values are in `cache` (`cache.len()` columns, the same for every row; padding
+    /// columns are masked out): `positions` [B, T] are their rotary positions, `mask`
+    /// [B, T, cache.len() + T] (bool, true: may attend) says which cached and new columns each
+    /// new token sees. Their keys and values are appended to the cache. Inference only.
+    pub fn hidden_cached(&self, tokens: &Tensor, positions: &Tensor, mask: &Tensor, cache: &mut KvCache) -> Tensor {
+        let t = tokens.size()[1];
+        let capacity = cache.layers.first().map_or(0, |(k, _)| k.size()[2]);
+        assert!(cache.len + t <= capacity, "KV cache full: {} + {t} tokens > capacity {capacity}", cache.len);
+        let (cos, sin_signed, mask) = self.packed_inputs(tokens, positions, mask);
         let mut x = self.wte.forward(tokens);
-        for block in &self.blocks {
-            x = block.forward_packed(x, &cos, &sin_signed, &mask);
+        for (block, (k, v)) in self.blocks.iter().zip(&cache.layers) {
+            x = block.forward_packed(x, &cos, &sin_signed, &mask, Some((k, v, cache.len)));
         }
+        cache.len += t;
         self.norm_f.forward(&x)
     }
 

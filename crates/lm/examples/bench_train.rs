@@ -6,7 +6,8 @@
 //! the heap settings is told apart from the rest. The contenders' repetitions are interleaved.
 //! Every figure is the
 //! median of `--reps` repetitions of `--steps` timed steps (min, max beside it); MFU is against
-//! the peak of the dtype the step computes in. Writes runs/bench/train.summary.json (the headline
+//! the peak of the dtype the step computes in, the best of the matmul measurements taken before
+//! every round of the contenders (interleaved with them, as the host's speed drifts). Writes runs/bench/train.summary.json (the headline
 //! rows of `just bench`, every row and the peaks in its `details`).
 //!
 //! `just bench-train` (or `cargo run --release -p lm --example bench_train -- --config ...`).
@@ -202,22 +203,19 @@ fn main() -> Result<()> {
         return Ok(());
     }
 
-    // peaks first, in this run
+    // peaks in this run: once per shape here, then again before every round of the contenders
+    // below; the peak is the best of all of them, so a host that is slow while the peak is first
+    // measured (it was, once: MFU 104-167%) cannot make a share of the peak exceed 100%
     let shapes = gemm_shapes(&cfg);
-    let mut peak = std::collections::BTreeMap::new();
+    let dtypes_of_peak = [("fp32", Kind::Float), ("bf16", Kind::BFloat16)];
+    let mut peak_samples: std::collections::BTreeMap<&str, Vec<f64>> = std::collections::BTreeMap::new();
     println!("matmul GFLOP/s on the model's GEMM shapes (M x K x N), median of {}", args.reps);
-    for (name, kind) in [("fp32", Kind::Float), ("bf16", Kind::BFloat16)] {
+    for (name, kind) in dtypes_of_peak {
         let (per, best) = common::peak_gflops(kind, &shapes, args.reps);
         let cells: Vec<String> = shapes.iter().zip(&per).map(|((m, k, n), g)| format!("{m}x{k}x{n} {g:.0}")).collect();
         println!("  {name}: {}", cells.join(", "));
-        peak.insert(name, best);
+        peak_samples.entry(name).or_default().push(best);
     }
-    println!(
-        "peak (best shape): fp32 {:.0}, bf16 {:.0} GFLOP/s (bf16 / fp32 {:.2}x)",
-        peak["fp32"],
-        peak["bf16"],
-        peak["bf16"] / peak["fp32"]
-    );
 
     let cache = tok.cache_path(&cfg.data.corpus.join("train.txt"))?;
     // every contender set up and warmed up first; then repetition r of each runs back to back
@@ -241,6 +239,9 @@ fn main() -> Result<()> {
     ];
     let mut rates = vec![Vec::new(); names.len()];
     for rep in 0..args.reps {
+        for (name, kind) in dtypes_of_peak {
+            peak_samples.entry(name).or_default().push(common::peak_gflops(kind, &shapes, 1).1);
+        }
         for k in 0..names.len() {
             let c = (k + rep) % names.len();
             rates[c].push(if c < 2 { lm_runs[c].rep(args.steps) } else { py_runs[c - 2].rep()? });
@@ -250,6 +251,19 @@ fn main() -> Result<()> {
     for p in py_runs.drain(..) {
         splits.push(p.finish()?);
     }
+    let peak: std::collections::BTreeMap<&str, f64> =
+        peak_samples.iter().map(|(k, v)| (*k, v.iter().cloned().fold(0.0, f64::max))).collect();
+    for (name, v) in &peak_samples {
+        let s = Spread::of(v);
+        println!(
+            "{name} matmul peak: best {:.0} GFLOP/s of {} measurements interleaved with the contenders (median {:.0}, min {:.0})",
+            peak[name],
+            v.len(),
+            s.median,
+            s.min
+        );
+    }
+    println!("bf16 / fp32 peak {:.2}x", peak["bf16"] / peak["fp32"]);
     let rows: Vec<(&str, &str, Timed)> =
         (0..names.len()).map(|c| (names[c], dtypes[c], Timed { rates: rates[c].clone(), split: splits[c] })).collect();
     println!(
@@ -284,7 +298,7 @@ fn main() -> Result<()> {
 
     let report = serde_json::json!({
         "config": cfg.name, "config_hash": cfg.hash(), "git_commit": output::provenance::git_commit(),
-        "steps": args.steps, "reps": args.reps, "peak_gflops": peak, "flops_per_token": flops,
+        "steps": args.steps, "reps": args.reps, "peak_gflops": peak, "peak_gflops_samples": peak_samples, "flops_per_token": flops,
         "gemm_shapes": shapes, "rows": json_rows, "threads": tch::get_num_threads(),
     });
     // the headline rows of `just bench`: each of ours against its anchor and its dtype's peak

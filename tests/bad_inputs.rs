@@ -713,14 +713,21 @@ fn every_bad_input_is_refused_with_a_clear_error_and_nothing_written() {
     }
 
     let mut refused_count = 0;
+    let mut empty = vec![];
     for c in &cases {
         let args: Vec<&str> = c.args.iter().map(String::as_str).collect();
+        let existed = c.out.exists();
         let o = exec(c.bin, &args);
         refused(&o, &c.names, c.name);
         let written = tree(&c.out);
         assert!(written.is_empty(), "{}: wrote {:?}", c.name, written.keys().collect::<Vec<_>>());
+        // not even an empty folder is left behind (an integer tensor once left one)
+        if !existed && c.out.exists() {
+            empty.push(c.name);
+        }
         refused_count += 1;
     }
+    assert!(empty.is_empty(), "refused, but left an empty output folder: {empty:?}");
     let total = refused_count + 1;
     eprintln!("bad inputs: {total} cases, every one refused with a clear error, no panic, nothing written");
     assert!(total >= 40, "only {total} cases");

@@ -418,15 +418,7 @@ fn write_mean(inputs: &[Checkpoint], weights: &[f64], acc: Accumulate, names: &[
     let mut tensors = Vec::with_capacity(names.len());
     for name in names {
         let (dtype, shape, _) = first.tensor(name)?;
-        let supported = match acc {
-            Accumulate::F64 => matches!(dtype, Dtype::F32 | Dtype::F64 | Dtype::BF16 | Dtype::F16),
-            Accumulate::F32 => matches!(dtype, Dtype::F32 | Dtype::BF16 | Dtype::F16),
-        };
-        if !supported {
-            let why = match acc {
-                Accumulate::F64 => format!("dtype {dtype:?} cannot be averaged (only F32, F64, BF16, F16)"),
-                Accumulate::F32 => format!("dtype {dtype:?} cannot be accumulated in f32 (use f64)"),
-            };
+        if let Err(why) = averageable(dtype, acc) {
             bail!("{}: tensor `{name}`: {why}", first.shard_path(name).display());
         }
         tensors.push((*name, dtype, shape));
@@ -457,6 +449,30 @@ fn write_mean(inputs: &[Checkpoint], weights: &[f64], acc: Accumulate, names: &[
         compute_job(plan, weights, acc, range, buf);
         file.write_all_at(buf, at)
     })?;
+    Ok(())
+}
+
+/// Whether tensors of `dtype` can be averaged with accumulator `acc`, and if not, why.
+fn averageable(dtype: Dtype, acc: Accumulate) -> std::result::Result<(), String> {
+    match acc {
+        Accumulate::F64 if matches!(dtype, Dtype::F32 | Dtype::F64 | Dtype::BF16 | Dtype::F16) => Ok(()),
+        Accumulate::F32 if matches!(dtype, Dtype::F32 | Dtype::BF16 | Dtype::F16) => Ok(()),
+        Accumulate::F64 => Err(format!("dtype {dtype:?} cannot be averaged (only F32, F64, BF16, F16)")),
+        Accumulate::F32 => Err(format!("dtype {dtype:?} cannot be accumulated in f32 (use f64)")),
+    }
+}
+
+/// Checks, before anything is written, that every tensor of the first input (the others match
+/// it: [`check_compatible`]) has a dtype that can be averaged with `acc`, naming the file and the
+/// tensor of the first that cannot (an integer tensor, say).
+pub fn check_dtypes(inputs: &[Checkpoint], acc: Accumulate) -> Result<()> {
+    let Some(first) = inputs.first() else { return Ok(()) };
+    for name in first.weight_map.keys() {
+        let (dtype, _, _) = first.tensor(name)?;
+        if let Err(why) = averageable(dtype, acc) {
+            bail!("{}: tensor `{name}`: {why}", first.shard_path(name).display());
+        }
+    }
     Ok(())
 }
 

@@ -116,6 +116,8 @@ pub fn average(req: AverageRequest) -> Result<()> {
     check_output_place(&out, chosen)?;
     let opened: Vec<Checkpoint> = chosen.iter().map(|p| Checkpoint::open(p)).collect::<Result<_>>()?;
     average::check_compatible(&opened)?;
+    // an integer tensor is refused here, before the output folder exists
+    average::check_dtypes(&opened, accumulate)?;
     let inputs: Vec<serde_json::Value> = opened
         .iter()
         .map(|c| {

@@ -51,6 +51,23 @@ pub fn sweep(
     last: Option<usize>,
     accumulate: average::Accumulate,
     out: &Path,
+    progress: impl FnMut(usize, usize),
+) -> Result<(usize, usize)> {
+    let created = !out.exists();
+    let result = sweep_into(ckpt_dir, windows, last, accumulate, out, progress);
+    if result.is_err() && created {
+        // a refused input leaves no empty folders behind (what was written stays)
+        output::remove_empty_dirs(out);
+    }
+    result
+}
+
+fn sweep_into(
+    ckpt_dir: &Path,
+    windows: &[usize],
+    last: Option<usize>,
+    accumulate: average::Accumulate,
+    out: &Path,
     mut progress: impl FnMut(usize, usize),
 ) -> Result<(usize, usize)> {
     let ckpts = run_checkpoints(ckpt_dir)?;

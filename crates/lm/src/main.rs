@@ -172,7 +172,13 @@ fn main() -> Result<()> {
             cfg.max_examples = max_examples.unwrap_or(cfg.max_examples);
             cfg.shots = shots.unwrap_or(cfg.shots);
             let out = out.unwrap_or_else(|| run::layout::default_eval_dir(&checkpoints));
-            let s = lm::eval::run(&checkpoints, &cfg, &out, tokenizer.as_deref(), quiet)?;
+            let created = !out.exists();
+            let s = lm::eval::run(&checkpoints, &cfg, &out, tokenizer.as_deref(), quiet).inspect_err(|_| {
+                if created {
+                    // a refused checkpoint leaves no empty eval folder behind
+                    output::remove_empty_dirs(&out);
+                }
+            })?;
             println!(
                 "{}: {} checkpoints ({} scored, {} up to date), {} examples each, {:.1} s scoring ({:.0} examples/s)",
                 s.out.display(),

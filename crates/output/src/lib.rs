@@ -25,3 +25,34 @@ pub use atomic::{is_temp_name, write_atomic, write_atomic_via, write_atomic_with
 pub use lock::FolderLock;
 pub use provenance::{git_commit, sha256_file, sha256_hex};
 pub use set::FileSet;
+
+/// Removes `dir` and every folder under it that holds no file, deepest first; a folder with any
+/// file in it (or under it) is kept. For a command that created its output folder and was then
+/// refused an input: it leaves no empty folder behind, and never removes what was written.
+pub fn remove_empty_dirs(dir: &std::path::Path) {
+    if let Ok(entries) = std::fs::read_dir(dir) {
+        for e in entries.flatten() {
+            if e.file_type().is_ok_and(|t| t.is_dir()) {
+                remove_empty_dirs(&e.path());
+            }
+        }
+    }
+    let _ = std::fs::remove_dir(dir); // fails, and keeps it, unless it is empty
+}
+
+#[cfg(test)]
+mod remove_empty_dirs_tests {
+    #[test]
+    fn only_empty_folders_go() {
+        let d = tempfile::tempdir().unwrap();
+        let out = d.path().join("out");
+        std::fs::create_dir_all(out.join("k4/deeper")).unwrap();
+        std::fs::create_dir_all(out.join("k16")).unwrap();
+        std::fs::write(out.join("k16/step.json"), b"{}").unwrap();
+        super::remove_empty_dirs(&out);
+        assert!(!out.join("k4").exists() && out.join("k16/step.json").is_file());
+        std::fs::remove_file(out.join("k16/step.json")).unwrap();
+        super::remove_empty_dirs(&out);
+        assert!(!out.exists());
+    }
+}

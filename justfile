@@ -247,8 +247,15 @@ mutants crate="theory" shard="0/1" *args:
 # printed, written to runs/bench/summary.csv and into BENCHMARKS.md (scripts/bench.sh)
 [group('bench')]
 [doc("every benchmark in one run (~30 min), into BENCHMARKS.md")]
-bench: data
+bench: data setup-interop
     bash scripts/bench.sh
+
+# greedy decoding against transformers' generate on one checkpoint: tokens/s, token parity,
+# memory bound (the transformers side needs `just setup-interop`)
+[group('bench')]
+[doc("greedy decoding against transformers' generate: tokens/s, parity, memory bound")]
+bench-generate checkpoint="runs/smoke/checkpoints/step_000200.json" reps="5" threads="1": setup-interop build
+    target/release/examples/bench_generate --checkpoint {{checkpoint}} --repeats {{reps}} --threads {{threads}}
 
 # where the time goes (perf, cpu-clock sampling): `just profile train` (lm's bf16 training step)
 # or `just profile eval` (the packed scorer); runs/bench/profile-<what>/

@@ -4,7 +4,9 @@
 # with min and max) to runs/bench/<bench>.summary.json; `bench_table` prints them as one table,
 # writes runs/bench/summary.csv and replaces the table in BENCHMARKS.md. The evaluation bench
 # scores a checkpoint this script trains (runs/bench/eval-model, 20 steps of the default model;
-# kept and reused). bf16 training's 300-step accuracy check is `just bench-precision`.
+# kept and reused). The generation bench decodes with the smoke run's last checkpoint (trained
+# here if runs/smoke lacks it) against transformers' `generate`, which needs the venv of
+# `just setup-interop`. bf16 training's 300-step accuracy check is `just bench-precision`.
 set -euo pipefail
 out=runs/bench
 mkdir -p $out
@@ -22,7 +24,12 @@ step "average: k = 4 and k = 16 inputs of 256 MB" bash -c \
   "target/release/examples/bench_average 4 256 5 && target/release/examples/bench_average 16 256 5"
 step "analysis: streaming metrics against numpy" target/release/examples/bench_analysis 1000 100000 5 5
 step "stats: the statistics on 1 thread and on every core" target/release/examples/bench_stats 1000 41 5
-benches=(train eval average-k4-256mb average-k16-256mb analysis stats)
+[ -f runs/smoke/checkpoints/step_000200.json ] ||
+  step "generate: the smoke run to decode with (runs/smoke, as \`just reproduce\` trains it)" \
+    target/release/lm train --config configs/smoke.toml --quiet
+step "generate: greedy decoding, lm against transformers' generate, parity and memory bound" \
+  target/release/examples/bench_generate --checkpoint runs/smoke/checkpoints/step_000200.json --repeats 5
+benches=(train eval average-k4-256mb average-k16-256mb analysis stats generate)
 for b in "${benches[@]}"; do
   [ $out/$b.summary.json -nt $stamp ] || { echo "error: $out/$b.summary.json was not written by this run" >&2; exit 1; }
 done

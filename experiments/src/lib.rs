@@ -187,6 +187,29 @@ pub fn curve(rows: &[TaskRecord], task: &str) -> (Vec<f64>, Vec<f64>, Vec<f64>) 
 
 pub use analysis::external::{size_trend as pythia_size_trend, PythiaModel, SizeTrend, PYTHIA_TASKS};
 
+/// The study's claims decided on one run's tables ([`analysis::claims`]): the windows are the
+/// largest k both averaging and ensembling have and the smallest of each method; the size trend
+/// is the Pythia suite's (`models`).
+pub fn run_claims(run: &Run, models: &[PythiaModel]) -> Result<Vec<analysis::claims::Claim>> {
+    use analysis::claims;
+    use run::Method;
+    let tm = run.task_metrics_all()?;
+    let diffs = run.differences()?;
+    let st = run.stability()?;
+    let k = [16usize, 8, 4, 2]
+        .into_iter()
+        .find(|k| {
+            st.iter().any(|r| r.method == Method::Average && r.k == *k)
+                && st.iter().any(|r| r.method == Method::EnsembleMean && r.k == *k)
+        })
+        .with_context(|| format!("{}: averaging and ensembling share no window k", run.dir.display()))?;
+    let small = |method: Method| st.iter().filter(|r| r.method == method && r.k > 1).map(|r| r.k).min().unwrap_or(k);
+    let windows =
+        claims::Windows { k, ensemble_small: small(Method::EnsembleMean), average_small: small(Method::Average) };
+    let trend = pythia_size_trend(models);
+    Ok(claims::claims(&tm, &diffs, windows, trend.pooled.as_ref(), (trend.smallest, trend.largest)))
+}
+
 /// Every `pythia-<size>-deduped/` folder under `dir` ([`analysis::external::pythia_models`]),
 /// each results file recorded as an input of `run`.
 pub fn pythia_models(dir: &Path, run: &Run) -> Result<Vec<PythiaModel>> {

@@ -12,7 +12,7 @@ const ROOT: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/..");
 const FIXTURE: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/fixtures/smoke");
 
 /// Every figure and table binary (`src/bin/` minus `paper`), with its path.
-const BINARIES: [(&str, &str); 15] = [
+const BINARIES: [(&str, &str); 16] = [
     ("fig1_scores", env!("CARGO_BIN_EXE_fig1_scores")),
     ("fig2_example_heatmap", env!("CARGO_BIN_EXE_fig2_example_heatmap")),
     ("fig3_flip_rates", env!("CARGO_BIN_EXE_fig3_flip_rates")),
@@ -28,6 +28,7 @@ const BINARIES: [(&str, &str); 15] = [
     ("table5_size_trend", env!("CARGO_BIN_EXE_table5_size_trend")),
     ("table6_study_tasks", env!("CARGO_BIN_EXE_table6_study_tasks")),
     ("table7_study_runs", env!("CARGO_BIN_EXE_table7_study_runs")),
+    ("table8_recipe_claims", env!("CARGO_BIN_EXE_table8_recipe_claims")),
 ];
 
 fn copy_dir(from: &Path, to: &Path) {

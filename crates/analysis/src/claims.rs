@@ -76,6 +76,9 @@ pub struct Claim {
     pub detail: String,
     /// the command that checks it (`RUN`: the run folder analysed)
     pub command: &'static str,
+    /// the side and threshold of the rule (of its first metric for a claim over every metric)
+    #[serde(skip)]
+    pub against: Option<(Side, f64)>,
 }
 
 /// One decided statistic.
@@ -86,6 +89,8 @@ pub struct Decided {
     pub high: f64,
     pub verdict: Verdict,
     pub n_needed: Option<u64>,
+    /// the side and threshold it was decided against (None where nothing could be estimated)
+    pub against: Option<(Side, f64)>,
 }
 
 /// Decides `estimate` (with its interval) against `threshold` on `side`; `se` and `n` give the
@@ -101,7 +106,7 @@ pub fn decide(estimate: f64, low: f64, high: f64, side: Side, threshold: f64, se
     let n_needed = (verdict == Verdict::Inconclusive)
         .then(|| n_for_power(estimate - threshold, se, n.max(1), 1.0 - FAMILY_LEVEL, 0.8))
         .flatten();
-    Decided { estimate, low, high, verdict, n_needed }
+    Decided { estimate, low, high, verdict, n_needed, against: Some((side, threshold)) }
 }
 
 /// Pools independent per-task estimates with standard errors: mean, and a normal interval at
@@ -170,6 +175,7 @@ fn claim_from(
         n_needed: d.n_needed,
         detail,
         command,
+        against: d.against,
     }
 }
 
@@ -182,6 +188,7 @@ fn from_pool(values: &[(f64, f64)], side: Side, threshold: f64, n: usize) -> Dec
             high: f64::NAN,
             verdict: Verdict::Inconclusive,
             n_needed: None,
+            against: None,
         },
     }
 }
@@ -237,6 +244,7 @@ fn diff_claim(
         high: f64::NAN,
         verdict,
         n_needed: None,
+        against: None,
     });
     let tasks = pooled_diff(diffs, metrics[0], stat, method, k, baseline, baseline_k).map_or(0, |d| d.tasks);
     let rel = if side == Side::Below { "<" } else { ">" };
@@ -255,6 +263,7 @@ fn diff_claim(
         n_needed: (verdict == Verdict::Inconclusive).then_some(n_needed).flatten(),
         detail: metric_list(&ds),
         command,
+        against: head.against,
     }
 }
 
@@ -495,6 +504,7 @@ pub fn claims(
             high: f64::NAN,
             verdict: Verdict::Inconclusive,
             n_needed: None,
+            against: None,
         },
     };
     out.push(claim_from("C16", "The fluctuation does not vanish with model size (Pythia 70M to 12B)", format!("pooled slope of ln(final-20% task MTV) on ln(parameters) > {threshold:.3} (the largest size keeps at least half the smallest's MTV)"), d, size.map_or(String::new(), |s| format!("{} points, t interval widened to the family level", s.points)), "just figure fig7_pythia"));
@@ -530,7 +540,7 @@ mod tests {
 
     #[test]
     fn a_claim_on_several_metrics_holds_only_if_each_holds() {
-        let d = |verdict| (Metric::Acc, Decided { estimate: 0.0, low: 0.0, high: 0.0, verdict, n_needed: None });
+        let d = |verdict| (Metric::Acc, Decided { estimate: 0.0, low: 0.0, high: 0.0, verdict, n_needed: None, against: None });
         let (h, n, i) = (Verdict::Holds, Verdict::DoesNotHold, Verdict::Inconclusive);
         assert_eq!(combine(&[d(h), d(h)]), h);
         assert_eq!(combine(&[d(h), d(n)]), n);

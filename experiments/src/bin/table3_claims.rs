@@ -4,31 +4,15 @@
 //! only loads the run's tables and the Pythia size trend, and writes the table.
 
 use analysis::claims::{self, Verdict, FAMILY, FAMILY_LEVEL};
-use anyhow::{Context, Result};
+use anyhow::Result;
 use clap::Parser;
 use experiments::{csv_text, markdown_table, Args, Output, Run};
-use run::Method;
 
 fn main() -> Result<()> {
     let args = Args::parse();
     let run = Run::new(&args.run)?;
-    let tm = run.task_metrics_all()?;
-    let diffs = run.differences()?;
-    let st = run.stability()?;
-    // the largest window both averaging and ensembling have, and the smallest ensembling window
-    let k = [16usize, 8, 4, 2]
-        .into_iter()
-        .find(|k| {
-            st.iter().any(|r| r.method == Method::Average && r.k == *k)
-                && st.iter().any(|r| r.method == Method::EnsembleMean && r.k == *k)
-        })
-        .context("analysis/stability.csv: averaging and ensembling share no window k")?;
-    let small = |method: Method| st.iter().filter(|r| r.method == method && r.k > 1).map(|r| r.k).min().unwrap_or(k);
-    let windows =
-        claims::Windows { k, ensemble_small: small(Method::EnsembleMean), average_small: small(Method::Average) };
     let models = experiments::pythia_models(&args.pythia, &run)?;
-    let trend = experiments::pythia_size_trend(&models);
-    let cs = claims::claims(&tm, &diffs, windows, trend.pooled.as_ref(), (trend.smallest, trend.largest));
+    let cs = experiments::run_claims(&run, &models)?;
 
     let header = [
         "",

@@ -62,7 +62,7 @@ fn main() -> Result<()> {
                     (format!("{:+.4} [{:+.4}, {:+.4}]", e.estimate, e.low, e.high), Some(v), needed)
                 }
                 _ if est.iter().all(|&v| v == est[0]) => {
-                    ("- (every run gives the same estimate: copies, not seeds)".into(), None, "-".into())
+                    ("- (every run gives the same estimate: the claim does not depend on the run, or the runs are copies)".into(), None, "-".into())
                 }
                 _ => ("- (not estimated in every run)".into(), None, "-".into()),
             };

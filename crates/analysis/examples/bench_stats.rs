@@ -40,6 +40,9 @@ fn main() -> anyhow::Result<()> {
                 gold_is_greedy: false,
                 output: p.to_string(),
                 item_hash: String::new(),
+                targets: Vec::new(),
+                score_names: Vec::new(),
+                score_values: Vec::new(),
             });
         }
     }

@@ -540,7 +540,9 @@ mod tests {
 
     #[test]
     fn a_claim_on_several_metrics_holds_only_if_each_holds() {
-        let d = |verdict| (Metric::Acc, Decided { estimate: 0.0, low: 0.0, high: 0.0, verdict, n_needed: None, against: None });
+        let d = |verdict| {
+            (Metric::Acc, Decided { estimate: 0.0, low: 0.0, high: 0.0, verdict, n_needed: None, against: None })
+        };
         let (h, n, i) = (Verdict::Holds, Verdict::DoesNotHold, Verdict::Inconclusive);
         assert_eq!(combine(&[d(h), d(h)]), h);
         assert_eq!(combine(&[d(h), d(n)]), n);

@@ -9,7 +9,12 @@
 //! - `margin`: `ll_gold - max_{j != gold} ll_j` (multiple choice only; > 0 iff `acc` is right
 //!   apart from ties);
 //! - `bits_per_byte`: `-ll_gold / (ln 2 * bytes_gold)` (lower is better; needs byte counts,
-//!   which tables of version 1 lack).
+//!   which tables of version 1 lack);
+//! - `char_f1`: llm-jp-eval's character F1 of a generation task's output against its gold
+//!   texts, the best over them (`textmatch::char_f1`; generation rows only).
+//!
+//! A generation row (gold texts, no options: `ExampleRecord::is_generation`) has `acc` (its exact
+//! match) and `char_f1`, nothing else: no log-likelihoods, and `acc_norm` would repeat `acc`.
 //!
 //! Continuous metrics move when a model grows more or less sure of an answer without the
 //! decision changing, so their fluctuation is measured with far less evaluation noise than
@@ -27,11 +32,19 @@ pub enum Metric {
     GoldProb,
     Margin,
     BitsPerByte,
+    CharF1,
 }
 
 impl Metric {
-    pub const ALL: [Metric; 6] =
-        [Metric::Acc, Metric::AccNorm, Metric::GoldLogprob, Metric::GoldProb, Metric::Margin, Metric::BitsPerByte];
+    pub const ALL: [Metric; 7] = [
+        Metric::Acc,
+        Metric::AccNorm,
+        Metric::GoldLogprob,
+        Metric::GoldProb,
+        Metric::Margin,
+        Metric::BitsPerByte,
+        Metric::CharF1,
+    ];
     /// The metrics the claims are checked on ("every metric" of the claims table).
     pub const CLAIMS: [Metric; 4] = [Metric::Acc, Metric::AccNorm, Metric::GoldLogprob, Metric::Margin];
 
@@ -43,6 +56,7 @@ impl Metric {
             Metric::GoldProb => "gold_prob",
             Metric::Margin => "margin",
             Metric::BitsPerByte => "bits_per_byte",
+            Metric::CharF1 => "char_f1",
         }
     }
 
@@ -56,10 +70,18 @@ impl Metric {
     }
 
     /// The metric's value on one example row, `None` where it is not defined (one option for
-    /// `gold_prob` and `margin`; no byte count for `bits_per_byte`).
+    /// `gold_prob` and `margin`; no byte count for `bits_per_byte`; `char_f1` of a
+    /// multiple-choice row; anything but `acc` and `char_f1` of a generation row).
     pub fn value(self, r: &ExampleRecord) -> Option<f64> {
         let g = r.gold as usize;
         let ll = &r.logliks;
+        if r.is_generation() {
+            return match self {
+                Metric::Acc => Some(f64::from(u8::from(r.correct))),
+                Metric::CharF1 => Some(textmatch::best_of(&r.output, &r.targets, textmatch::char_f1)),
+                _ => None,
+            };
+        }
         match self {
             Metric::Acc => Some(f64::from(u8::from(r.correct))),
             Metric::AccNorm => Some(f64::from(u8::from(r.correct_norm))),
@@ -78,7 +100,7 @@ impl Metric {
                 Some(&b) if b > 0 => Some(-ll[g] / (std::f64::consts::LN_2 * b as f64)),
                 _ => None,
             },
-            Metric::GoldProb | Metric::Margin => None,
+            Metric::GoldProb | Metric::Margin | Metric::CharF1 => None,
         }
     }
 }
@@ -106,6 +128,9 @@ mod tests {
             gold_is_greedy: false,
             output: pred.to_string(),
             item_hash: String::new(),
+            targets: Vec::new(),
+            score_names: Vec::new(),
+            score_values: Vec::new(),
         }
     }
 
@@ -131,5 +156,26 @@ mod tests {
         for m in Metric::ALL {
             assert_eq!(Metric::parse(m.name()), Some(m));
         }
+        assert_eq!(Metric::CharF1.value(&r), None, "multiple choice has no char F1");
+    }
+
+    /// A generation row: acc is its exact match, char_f1 the best over its gold texts, and no
+    /// metric of the options is defined (no panic on the empty log-likelihoods).
+    #[test]
+    fn generation_rows_have_acc_and_char_f1_only() {
+        let mut r = row(vec![], 0, vec![]);
+        r.output = "the cat sat".into();
+        r.targets = vec!["a dog".into(), "the cat sat down".into()];
+        (r.correct, r.correct_norm) = (false, false);
+        assert_eq!(Metric::Acc.value(&r), Some(0.0));
+        let f1 = Metric::CharF1.value(&r).unwrap();
+        assert_eq!(f1, textmatch::char_f1("the cat sat", "the cat sat down"));
+        assert!(f1 > textmatch::char_f1("the cat sat", "a dog") && f1 < 1.0);
+        for m in [Metric::AccNorm, Metric::GoldLogprob, Metric::GoldProb, Metric::Margin, Metric::BitsPerByte] {
+            assert_eq!(m.value(&r), None, "{}", m.name());
+        }
+        r.output = "a dog".into();
+        assert_eq!(Metric::CharF1.value(&r), Some(1.0));
+        assert!(!Metric::CharF1.is_binary());
     }
 }

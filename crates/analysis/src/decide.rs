@@ -901,6 +901,9 @@ mod tests {
                     gold_is_greedy: false,
                     output: u32::from(!ok).to_string(),
                     item_hash: String::new(),
+                    targets: Vec::new(),
+                    score_names: Vec::new(),
+                    score_values: Vec::new(),
                 })
             })
             .collect();

@@ -463,7 +463,9 @@ fn with_examples(p: &Panel, opts: &Options, out: &mut Vec<TaskMetrics>, per_exam
             tm.flip_rate_se = Some(sample_sd(&pick(|d| d.example_mtv)));
             tm.flip_rate_ci_low = Some(ev.low);
             tm.flip_rate_ci_high = Some(ev.high);
-            if k == opts.primary() {
+            // a generation task has no acc_norm: its example level is on acc (exact match)
+            let primary = if p.generation { Metric::Acc } else { opts.primary() };
+            if k == primary {
                 example_level(&mut tm, per_example, p, v, w, opts);
             }
             out.push(tm);
@@ -472,7 +474,9 @@ fn with_examples(p: &Panel, opts: &Options, out: &mut Vec<TaskMetrics>, per_exam
 }
 
 /// The example-level description (flips, IS, forgetting) and the selection regret, on the
-/// primary 0/1 metric.
+/// primary 0/1 metric. The instability score compares consecutive checkpoints' outputs: chosen
+/// options by exact match; a generation task's texts by char F1 (`textmatch::char_f1`, the
+/// paper's IS on text: the mean of 1 - char F1 over consecutive pairs).
 fn example_level(
     tm: &mut TaskMetrics,
     per_example: &mut Vec<ExampleMetrics>,
@@ -482,12 +486,16 @@ fn example_level(
     opts: &Options,
 ) {
     let n = p.examples();
-    let outputs = if opts.use_acc_norm { &p.outputs_norm } else { &p.outputs };
+    let outputs = if opts.use_acc_norm && !p.generation { &p.outputs_norm } else { &p.outputs };
     let stats: Vec<ExampleStats> = (0..n)
         .map(|e| {
             let correct: Vec<bool> = v.column(e).slice(ndarray::s![w.clone()]).iter().map(|&x| x > 0.5).collect();
             let outs: Vec<&str> = outputs[e][w.clone()].iter().map(String::as_str).collect();
-            example_stats(&correct, &outs)
+            let mut s = example_stats(&correct, &outs);
+            if p.generation {
+                s.instability = theory::sequence::instability(&outs, |a, b| textmatch::char_f1(a, b)).unwrap_or(0.0);
+            }
+            s
         })
         .collect();
     let rates: Vec<f64> = stats.iter().map(|s| s.flip_rate).collect();

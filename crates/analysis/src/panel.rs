@@ -24,9 +24,13 @@ pub struct Panel {
     /// Accuracy of uniform guessing: the mean over examples of 1 / options (0 for cloze, which
     /// is scored by exact match).
     pub chance: f64,
-    /// The model's output per example and checkpoint (`[example][t]`), under `acc` and `acc_norm`.
+    /// The model's output per example and checkpoint (`[example][t]`), under `acc` and `acc_norm`
+    /// (of a generation task: the generated text, under both).
     pub outputs: Vec<Vec<String>>,
     pub outputs_norm: Vec<Vec<String>>,
+    /// A generation task (every row has gold texts and no options): scored by `acc` (exact match)
+    /// and `char_f1`, its outputs compared by char F1 in the instability score.
+    pub generation: bool,
     values: BTreeMap<Metric, Array2<f64>>,
 }
 
@@ -66,6 +70,10 @@ impl Panel {
             ids.push(id.to_string());
             grid.push(cells);
         }
+        let generation = !grid.is_empty() && grid.iter().flatten().all(|r| r.is_generation());
+        if !generation && grid.iter().flatten().any(|r| r.is_generation()) {
+            bail!("task {task}: generation rows (gold texts) mixed with multiple-choice rows");
+        }
         let (t_len, n) = (steps.len(), ids.len());
         let mut values = BTreeMap::new();
         'metric: for m in Metric::ALL {
@@ -92,7 +100,13 @@ impl Panel {
             gold: grid.iter().map(|c| c[0].gold).collect(),
             chance,
             outputs: grid.iter().map(|c| c.iter().map(|r| r.output.clone()).collect()).collect(),
-            outputs_norm: grid.iter().map(|c| c.iter().map(|r| r.predicted_norm.to_string()).collect()).collect(),
+            outputs_norm: grid
+                .iter()
+                .map(|c| {
+                    c.iter().map(|r| if generation { r.output.clone() } else { r.predicted_norm.to_string() }).collect()
+                })
+                .collect(),
+            generation,
             ids,
             hashes,
             values,
@@ -145,6 +159,7 @@ impl Panel {
             chance: self.chance,
             outputs: pick(&self.outputs),
             outputs_norm: pick(&self.outputs_norm),
+            generation: self.generation,
             values: self.values.iter().map(|(m, a)| (*m, a.select(Axis(0), &rows))).collect(),
         })
     }
@@ -171,6 +186,9 @@ mod tests {
             gold_is_greedy: false,
             output: u32::from(!correct).to_string(),
             item_hash: String::new(),
+            targets: Vec::new(),
+            score_names: Vec::new(),
+            score_values: Vec::new(),
         }
     }
 
@@ -194,6 +212,43 @@ mod tests {
         let gap = [row(0, "a", true), row(20, "a", true), row(0, "b", true)];
         let e = Panel::build("t", &gap.iter().collect::<Vec<_>>()).err().unwrap().to_string();
         assert!(e.contains("example b is missing"), "{e}");
+    }
+
+    /// A generation task's panel: `acc` and `char_f1` only, chance 0, the texts as outputs
+    /// under both decisions; a task mixing generation and multiple-choice rows is refused.
+    #[test]
+    fn generation_rows_give_acc_and_char_f1() {
+        let g = |step, id: &str, out: &str, ok: bool| ExampleRecord {
+            logliks: vec![],
+            lengths_chars: vec![],
+            lengths_tokens: vec![],
+            predicted: 0,
+            predicted_norm: 0,
+            output: out.into(),
+            targets: vec!["the cat sat".into(), "a dog".into()],
+            score_names: vec!["exact_match".into()],
+            score_values: vec![f64::from(u8::from(ok))],
+            ..row(step, id, ok)
+        };
+        let rows = vec![
+            g(0, "a", "the cat", false),
+            g(10, "a", "the cat sat", true),
+            g(0, "b", "a dog", true),
+            g(10, "b", "", false),
+        ];
+        let p = Panel::build("t", &rows.iter().collect::<Vec<_>>()).unwrap();
+        assert!(p.generation);
+        assert_eq!(p.metrics(), vec![Metric::Acc, Metric::CharF1]);
+        assert_eq!(p.chance, 0.0);
+        assert_eq!(p.values(Metric::Acc).unwrap().row(1).to_vec(), vec![1.0, 0.0]);
+        let f1 = p.values(Metric::CharF1).unwrap();
+        assert_eq!((f1[[1, 0]], f1[[0, 1]], f1[[1, 1]]), (1.0, 1.0, 0.0));
+        assert_eq!(f1[[0, 0]], textmatch::char_f1("the cat", "the cat sat"));
+        assert_eq!(p.outputs_norm[0], vec!["the cat".to_string(), "the cat sat".to_string()]);
+        assert_eq!(p.restrict(&[10]).unwrap().outputs[1], vec![String::new()]);
+        let mixed = vec![g(0, "a", "x", false), row(0, "b", true)];
+        let e = Panel::build("t", &mixed.iter().collect::<Vec<_>>()).err().unwrap().to_string();
+        assert!(e.contains("mixed"), "{e}");
     }
 
     /// Each example's hash is the first one any checkpoint gives (rows of older tables have

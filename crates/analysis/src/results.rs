@@ -186,6 +186,9 @@ mod tests {
             gold_is_greedy: false,
             output: "0".into(),
             item_hash: String::new(),
+            targets: Vec::new(),
+            score_names: Vec::new(),
+            score_values: Vec::new(),
         }
     }
 

@@ -769,6 +769,9 @@ mod tests {
                     gold_is_greedy: false,
                     output: u32::from(!ok).to_string(),
                     item_hash: hash(e),
+                    targets: Vec::new(),
+                    score_names: Vec::new(),
+                    score_values: Vec::new(),
                 });
             }
         }

@@ -33,6 +33,9 @@ fn rows(correct: &[Vec<bool>], outputs: Option<&[Vec<u32>]>, steps: &[u64]) -> (
                 gold_is_greedy: false,
                 output: out.to_string(),
                 item_hash: String::new(),
+                targets: Vec::new(),
+                score_names: Vec::new(),
+                score_values: Vec::new(),
             });
         }
     }

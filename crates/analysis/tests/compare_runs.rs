@@ -29,6 +29,9 @@ fn rows(task: &str, correct: &[Vec<bool>], hash: impl Fn(usize) -> String) -> Ve
                 gold_is_greedy: false,
                 output: u32::from(!ok).to_string(),
                 item_hash: hash(e),
+                targets: Vec::new(),
+                score_names: Vec::new(),
+                score_values: Vec::new(),
             });
         }
     }

@@ -29,6 +29,9 @@ fn rows(task: &str, correct: &[Vec<bool>], steps: &[u64]) -> Vec<ExampleRecord> 
                 gold_is_greedy: false,
                 output: u32::from(!ok).to_string(),
                 item_hash: String::new(),
+                targets: Vec::new(),
+                score_names: Vec::new(),
+                score_values: Vec::new(),
             });
         }
     }

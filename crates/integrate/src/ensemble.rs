@@ -149,6 +149,9 @@ pub fn ensemble_rows(rows: &[ExampleRecord], k: usize, rule: Rule) -> Result<Vec
                     .find(|h| !h.is_empty())
                     .unwrap_or("")
                     .to_string(),
+                targets: Vec::new(),
+                score_names: Vec::new(),
+                score_values: Vec::new(),
             });
         }
     }
@@ -178,6 +181,9 @@ mod tests {
             gold_is_greedy: false,
             output: String::new(),
             item_hash: String::new(),
+            targets: Vec::new(),
+            score_names: Vec::new(),
+            score_values: Vec::new(),
         }
     }
 

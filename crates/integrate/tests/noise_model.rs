@@ -94,6 +94,9 @@ fn row(step: u64, ll: Vec<f64>) -> ExampleRecord {
         gold_is_greedy: false,
         output: pred.to_string(),
         item_hash: String::new(),
+        targets: Vec::new(),
+        score_names: Vec::new(),
+        score_values: Vec::new(),
     }
 }
 

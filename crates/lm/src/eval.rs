@@ -127,6 +127,9 @@ pub fn evaluate(
                 gold_is_greedy: s[gold].greedy,
                 output,
                 item_hash: p.hashes[i].clone(),
+                targets: Vec::new(),
+                score_names: Vec::new(),
+                score_values: Vec::new(),
             });
         }
     }

@@ -8,6 +8,15 @@
 //!   with `doc_id`, `target`, `arguments` (context, continuation per option), `resps` /
 //!   `filtered_resps` (per option `[loglik, is_greedy]`, numbers often stored as strings) and
 //!   `acc` / `acc_norm`.
+//! - `--log_samples` JSONL of a `generate_until` task (as lm-eval 0.4.13's `evaluator.py` writes
+//!   it): one line per (doc, filter) with `doc_id`, `target` (the gold text, or a list of gold
+//!   texts), `filtered_resps` (a list whose first element is the generated text after the
+//!   filter), `filter` (the name in the task's `filter_list`, `none` without one), `metrics` (the
+//!   names of the per-example metrics) and each metric's value (`exact_match`, ...), `doc_hash`.
+//!   Each filter is its own trail of checkpoints: task `<task>` for the filter `none`, else
+//!   `<task>/<filter>` (gsm8k gives `gsm8k/strict-match` and `gsm8k/flexible-extract`); a
+//!   row's correctness is its `exact_match` (>= 1), else the first metric of `metrics` that is
+//!   0/1 on every line ([`read_generation_samples`]).
 //! - [`load`] takes any mix of such files, folders holding them (at any depth) and globs, and
 //!   finds each file's checkpoint step ([`StepRule`]), never from the file order (Pythia's
 //!   checkpoints are unevenly spaced). One (step, task) found in several files of one folder
@@ -342,9 +351,25 @@ fn responses(v: &Value) -> Option<&Vec<Value>> {
 }
 
 /// Whether a samples file holds a multiple-choice (loglikelihood) task: its first line's
-/// responses are `[number, bool]` pairs. Generation and perplexity tasks are not read per example.
+/// responses are `[number, bool]` pairs. Perplexity tasks are not read per example.
 fn is_choice_samples(first_line: &Value) -> bool {
     responses(first_line).is_some_and(|rs| rs.len() > 1 && rs.iter().all(|r| response(r).0.is_some()))
+}
+
+/// Whether a samples file holds a generation (`generate_until`) task: its first line is not a
+/// multiple-choice one and its `filtered_resps` starts with a text (without `filtered_resps`:
+/// `resps` starts with a list starting with a text).
+fn is_generation_samples(first_line: &Value) -> bool {
+    if is_choice_samples(first_line) {
+        return false;
+    }
+    match (first_line.get("filtered_resps"), first_line.get("resps")) {
+        (Some(Value::Array(f)), _) => f.first().is_some_and(Value::is_string),
+        (None, Some(Value::Array(r))) => {
+            r.first().and_then(Value::as_array).and_then(|a| a.first()).is_some_and(Value::is_string)
+        }
+        _ => false,
+    }
 }
 
 /// A 0/1 metric of a sample (`acc`, `acc_norm`), as lm-eval recorded it.
@@ -428,10 +453,201 @@ pub fn read_log_samples(path: &Path, task: &str, step: u64) -> Result<Vec<Exampl
             gold_is_greedy: greedy[gold],
             output: p.to_string(),
             item_hash,
+            targets: Vec::new(),
+            score_names: Vec::new(),
+            score_values: Vec::new(),
         });
     }
     if out.is_empty() {
         bail!("{}: no samples", path.display());
+    }
+    Ok(out)
+}
+
+/// The most text one field of a generation sample may hold (1 MB): more is a broken file, not
+/// an answer.
+pub const MAX_TEXT_BYTES: usize = 1 << 20;
+
+/// The trail a generation sample's filter belongs to: `task` for the filter `none` (or none
+/// given), `task/filter` otherwise.
+pub fn filter_trail(task: &str, filter: &str) -> String {
+    if filter.is_empty() || filter == "none" {
+        task.to_string()
+    } else {
+        format!("{task}/{filter}")
+    }
+}
+
+/// One text field of a sample: a string (a number is taken as its JSON text, as lm-eval casts a
+/// gold to the type of the result), at most [`MAX_TEXT_BYTES`].
+fn text_field(v: &Value, what: &str, at: &dyn Fn() -> String) -> Result<String> {
+    let t = match v {
+        Value::String(t) => t.clone(),
+        Value::Number(n) => n.to_string(),
+        other => bail!("{}: `{what}` is not a string but {}", at(), kind_of(other)),
+    };
+    if t.len() > MAX_TEXT_BYTES {
+        bail!("{}: `{what}` holds {} bytes of text, more than {MAX_TEXT_BYTES}: not an answer", at(), t.len());
+    }
+    Ok(t)
+}
+
+fn kind_of(v: &Value) -> &'static str {
+    match v {
+        Value::Null => "null",
+        Value::Bool(_) => "a boolean",
+        Value::Number(_) => "a number",
+        Value::String(_) => "a string",
+        Value::Array(_) => "a list",
+        Value::Object(_) => "an object",
+    }
+}
+
+/// The per-example metrics of a generation sample, in the order of its `metrics` list (else
+/// every top-level number but `doc_id`, by name), numbers possibly written as strings.
+fn stored_scores(v: &Value) -> Vec<(String, f64)> {
+    let value = |k: &str| match v.get(k) {
+        Some(Value::Bool(b)) => Some(f64::from(u8::from(*b))),
+        Some(x) => num(x),
+        None => None,
+    };
+    match v.get("metrics").and_then(Value::as_array) {
+        Some(names) => {
+            names.iter().filter_map(Value::as_str).filter_map(|k| Some((k.to_string(), value(k)?))).collect()
+        }
+        None => v
+            .as_object()
+            .map(|m| {
+                m.iter()
+                    .filter(|(k, x)| *k != "doc_id" && x.is_number())
+                    .filter_map(|(k, _)| Some((k.clone(), value(k)?)))
+                    .collect()
+            })
+            .unwrap_or_default(),
+    }
+}
+
+/// Example rows of one `--log_samples` JSONL file of a generation (`generate_until`) task, by
+/// trail ([`filter_trail`]: one per filter). A row has no options (`logliks` and `lengths_*`
+/// empty, `gold`, `predicted`, `predicted_norm` 0); `output` is the filtered generation,
+/// `targets` every gold text, `score_names` / `score_values` the metrics lm-eval stored;
+/// `correct` = `correct_norm` = `gold_is_greedy` is `exact_match >= 1`, else the first metric of
+/// the trail that is 0/1 on every line. A trail with no such metric is left out with a notice
+/// (in `notices`). Missing, non-text or overlong (> 1 MB) text fields are refused, naming the
+/// file and line.
+pub fn read_generation_samples(
+    path: &Path,
+    task: &str,
+    step: u64,
+    notices: &mut Vec<String>,
+) -> Result<BTreeMap<String, Vec<ExampleRecord>>> {
+    let text = std::fs::read_to_string(path).with_context(|| format!("{}: cannot read", path.display()))?;
+    let mut trails: BTreeMap<String, Vec<ExampleRecord>> = BTreeMap::new();
+    for (i, line) in text.lines().enumerate().filter(|(_, l)| !l.trim().is_empty()) {
+        let at = || format!("{}:{}", path.display(), i + 1);
+        let v: Value =
+            serde_json::from_str(line).with_context(|| format!("{}: malformed sample (truncated log?)", at()))?;
+        let (key, resps) = match (v.get("filtered_resps"), v.get("resps")) {
+            (Some(r), _) => ("filtered_resps", r),
+            (None, Some(r)) => ("resps", r),
+            (None, None) => bail!("{}: no `filtered_resps` or `resps` (the generated text)", at()),
+        };
+        // lm-eval writes one response per request, a generation task one request per doc:
+        // `[text]` (`resps`: `[[text]]`)
+        let first = match resps {
+            Value::Array(a) => a.first().with_context(|| format!("{}: `{key}` is an empty list", at()))?,
+            other => bail!("{}: `{key}` is not a list but {}", at(), kind_of(other)),
+        };
+        let first = match (key, first) {
+            ("resps", Value::Array(a)) => {
+                a.first().with_context(|| format!("{}: `resps` holds an empty list", at()))?
+            }
+            _ => first,
+        };
+        let output = match first {
+            Value::String(_) => text_field(first, key, &at)?,
+            other => bail!("{}: the first element of `{key}` is not a string but {}", at(), kind_of(other)),
+        };
+        let targets = match v.get("target") {
+            None => bail!("{}: no `target` (the gold text)", at()),
+            Some(Value::Array(ts)) => {
+                if ts.is_empty() {
+                    bail!("{}: `target` is an empty list", at());
+                }
+                let ts: Vec<String> = ts.iter().map(|t| text_field(t, "target", &at)).collect::<Result<_>>()?;
+                let total: usize = ts.iter().map(String::len).sum();
+                if total > MAX_TEXT_BYTES {
+                    bail!("{}: `target` holds {total} bytes of text, more than {MAX_TEXT_BYTES}: not an answer", at());
+                }
+                ts
+            }
+            Some(t) => vec![text_field(t, "target", &at)?],
+        };
+        let filter = match v.get("filter") {
+            None => String::new(),
+            Some(Value::String(f)) => f.clone(),
+            Some(other) => bail!("{}: `filter` is not a string but {}", at(), kind_of(other)),
+        };
+        let doc_id = match v.get("doc_id") {
+            Some(Value::String(s)) => s.clone(),
+            Some(d) => d.to_string(),
+            None => i.to_string(),
+        };
+        let item_hash = match v.get("doc_hash") {
+            Some(Value::String(h)) => h.clone(),
+            _ => String::new(),
+        };
+        let (score_names, score_values): (Vec<String>, Vec<f64>) = stored_scores(&v).into_iter().unzip();
+        if let Some((n, x)) = score_names.iter().zip(&score_values).find(|(_, x)| !x.is_finite()) {
+            bail!("{}: metric `{n}` is {x}, not a finite number", at());
+        }
+        let trail = filter_trail(task, &filter);
+        trails.entry(trail.clone()).or_default().push(ExampleRecord {
+            step,
+            task: trail.clone(),
+            example_id: format!("{trail}/{doc_id}"),
+            gold: 0,
+            predicted: 0,
+            predicted_norm: 0,
+            correct: false,
+            correct_norm: false,
+            logliks: Vec::new(),
+            lengths_chars: Vec::new(),
+            lengths_tokens: Vec::new(),
+            lengths_bytes: Vec::new(),
+            gold_is_greedy: false,
+            output,
+            item_hash,
+            targets,
+            score_names,
+            score_values,
+        });
+    }
+    if trails.is_empty() {
+        bail!("{}: no samples", path.display());
+    }
+    let mut out = BTreeMap::new();
+    for (trail, mut rows) in trails {
+        // exact_match where lm-eval stored it, else the first metric that is 0/1 on every line
+        let names: Vec<String> = rows[0].score_names.clone();
+        let binary = |n: &str| rows.iter().all(|r| r.score(n).is_some_and(|x| x == 0.0 || x == 1.0));
+        let decider = if rows.iter().all(|r| r.score("exact_match").is_some()) {
+            Some("exact_match".to_string())
+        } else {
+            names.into_iter().find(|n| binary(n))
+        };
+        let Some(decider) = decider else {
+            notices.push(format!(
+                "{}: generation task {trail} stores no exact_match or other 0/1 metric on every line; analysed at the task level",
+                path.display()
+            ));
+            continue;
+        };
+        for r in &mut rows {
+            let ok = r.score(&decider).is_some_and(|x| x >= 1.0);
+            (r.correct, r.correct_norm, r.gold_is_greedy) = (ok, ok, ok);
+        }
+        out.insert(trail, rows);
     }
     Ok(out)
 }
@@ -555,7 +771,8 @@ pub fn is_harness_output(p: &Path) -> bool {
 /// Reads lm-evaluation-harness outputs: any mix of results files, samples files, folders (as
 /// `lm_eval --output_path` writes them, or flat folders of results files) and glob patterns.
 /// Task rows come from the results files; example rows from the samples files of
-/// multiple-choice tasks. A (step, task) with samples but no results row gets its task row from
+/// multiple-choice tasks and of generation tasks (one trail per filter,
+/// [`read_generation_samples`]). A (step, task) with samples but no results row gets its task row from
 /// the samples. Rows are ordered by step, task (and example).
 pub fn load(inputs: &[PathBuf], rule: &StepRule) -> Result<Loaded> {
     let mut found = Vec::new();
@@ -633,6 +850,15 @@ pub fn load(inputs: &[PathBuf], rule: &StepRule) -> Result<Loaded> {
                     .with_context(|| format!("{}:1: malformed sample (truncated log?)", f.path.display()))
             })
             .transpose()?;
+        if first.as_ref().is_some_and(is_generation_samples) {
+            for (trail, rows) in read_generation_samples(&f.path, &task, step, &mut loaded.notices)? {
+                if by_task.get(&trail).is_some_and(|m| m.contains_key(&step)) {
+                    bail!("{}: trail {trail} at step {step} is also in another samples file", f.path.display());
+                }
+                by_task.entry(trail).or_default().insert(step, (f.path.clone(), rows));
+            }
+            continue;
+        }
         if !first.as_ref().is_some_and(is_choice_samples) {
             loaded.notices.push(format!("{}: not a multiple-choice task (no per-option log-likelihoods); task {task} is analysed at the task level", f.path.display()));
             continue;
@@ -675,10 +901,21 @@ pub fn load(inputs: &[PathBuf], rule: &StepRule) -> Result<Loaded> {
 /// than at an earlier one: its checkpoints would be compared on different questions (a changed
 /// task version, a mixed-up folder). The error names both files, the doc and both steps.
 fn same_questions(task: &str, per_step: &BTreeMap<u64, (PathBuf, Vec<ExampleRecord>)>) -> Result<()> {
-    let mut first: BTreeMap<&str, (usize, u32, u64, &Path)> = BTreeMap::new();
+    let mut first: BTreeMap<&str, (usize, u32, u64, &Path, &Vec<String>)> = BTreeMap::new();
     for (&step, (path, rows)) in per_step {
         for r in rows {
-            let seen = first.entry(&r.example_id).or_insert((r.logliks.len(), r.gold, step, path));
+            let seen = first.entry(&r.example_id).or_insert((r.logliks.len(), r.gold, step, path, &r.targets));
+            if r.is_generation() && seen.4 != &r.targets {
+                bail!(
+                    "{}: doc {} of task {task} has target {:?} at step {step}, but target {:?} at step {} ({}): the checkpoints would be compared on different questions",
+                    path.display(),
+                    r.example_id.strip_prefix(&format!("{task}/")).unwrap_or(&r.example_id),
+                    r.targets,
+                    seen.4,
+                    seen.2,
+                    seen.3.display()
+                );
+            }
             if (seen.0, seen.1) != (r.logliks.len(), r.gold) {
                 bail!(
                     "{}: doc {} of task {task} has {} options and target {} at step {step}, but {} options and target {} at step {} ({}): the checkpoints would be compared on different questions",
@@ -801,6 +1038,164 @@ mod tests {
         std::fs::write(&p, r#"{"doc_id": 3, "target": "zz", "arguments": [["Q:", " a"], ["Q:", " b"]], "resps": [[["-1.0", "False"]], [["-2.0", "True"]]]}"#).unwrap();
         let e = format!("{:#}", read_log_samples(&p, "t", 1).unwrap_err());
         assert!(e.contains(".jsonl:1") && e.contains("target"), "{e}");
+    }
+
+    /// A gsm8k-like `generate_until` line as lm-eval 0.4.13 writes it: one per (doc, filter).
+    fn gen_line(doc: u32, filter: &str, target: Value, out: &str, em: f64) -> String {
+        serde_json::json!({
+            "doc_id": doc,
+            "doc": {"question": format!("q{doc}"), "answer": "#### 18"},
+            "target": target,
+            "arguments": {"gen_args_0": {"arg_0": format!("Question: q{doc}\nAnswer:"), "arg_1": {"until": ["Question:"], "do_sample": false}}},
+            "resps": [[format!("The answer is {out}.\n#### {out}")]],
+            "filtered_resps": [out],
+            "filter": filter,
+            "metrics": ["exact_match"],
+            "doc_hash": format!("{doc:064x}"),
+            "prompt_hash": "aa",
+            "target_hash": "bb",
+            "exact_match": em,
+        })
+        .to_string()
+    }
+
+    #[test]
+    fn generation_samples_are_read_per_filter() {
+        let dir = tempfile::tempdir().unwrap();
+        let p = dir.path().join("samples_gsm8k_2024-01-01T00-00-00.5.jsonl");
+        let lines = [
+            gen_line(0, "strict-match", "Janet ... #### 18".into(), "18", 1.0),
+            gen_line(1, "strict-match", serde_json::json!(["3", "three"]), "[invalid]", 0.0),
+            gen_line(0, "flexible-extract", "Janet ... #### 18".into(), "18", 1.0),
+            gen_line(1, "flexible-extract", serde_json::json!(["3", "three"]), "3", 1.0),
+        ];
+        std::fs::write(&p, lines.join("\n") + "\n").unwrap();
+        let mut notices = Vec::new();
+        let trails = read_generation_samples(&p, "gsm8k", 7, &mut notices).unwrap();
+        assert!(notices.is_empty(), "{notices:?}");
+        assert_eq!(trails.keys().collect::<Vec<_>>(), ["gsm8k/flexible-extract", "gsm8k/strict-match"]);
+        let strict = &trails["gsm8k/strict-match"];
+        assert_eq!(strict.len(), 2);
+        let r = &strict[1];
+        assert_eq!((r.task.as_str(), r.example_id.as_str(), r.step), ("gsm8k/strict-match", "gsm8k/strict-match/1", 7));
+        assert_eq!((r.output.as_str(), r.targets.clone()), ("[invalid]", vec!["3".to_string(), "three".to_string()]));
+        assert_eq!((r.correct, r.correct_norm, r.gold_is_greedy), (false, false, false));
+        assert!(r.logliks.is_empty() && r.lengths_chars.is_empty() && r.lengths_bytes.is_empty());
+        assert_eq!((r.gold, r.predicted, r.predicted_norm), (0, 0, 0));
+        assert_eq!((r.score_names.clone(), r.score_values.clone()), (vec!["exact_match".to_string()], vec![0.0]));
+        assert_eq!(r.item_hash, format!("{:064x}", 1));
+        assert!(r.is_generation());
+        let flex = &trails["gsm8k/flexible-extract"];
+        assert_eq!((flex[1].output.as_str(), flex[1].correct), ("3", true));
+        assert_eq!((flex[0].targets.clone(), flex[0].correct), (vec!["Janet ... #### 18".to_string()], true));
+        // the filter `none` (or no filter) is the task itself
+        assert_eq!(
+            (filter_trail("t", "none"), filter_trail("t", ""), filter_trail("t", "f")),
+            ("t".into(), "t".into(), "t/f".into())
+        );
+    }
+
+    /// Without `exact_match`, the first metric that is 0/1 on every line decides; with none, the
+    /// trail is left to the task level with a notice.
+    #[test]
+    fn generation_correctness_falls_back_on_the_first_binary_metric() {
+        let dir = tempfile::tempdir().unwrap();
+        let p = dir.path().join("samples_squad.jsonl");
+        let line = |doc: u32, f1: f64, hit: f64| {
+            serde_json::json!({"doc_id": doc, "target": "Paris", "filtered_resps": ["Paris"], "filter": "none",
+                "metrics": ["f1", "hit", "bleu"], "f1": f1, "hit": hit, "bleu": "0.5"})
+            .to_string()
+        };
+        std::fs::write(&p, format!("{}\n{}\n", line(0, 1.0, 1.0), line(1, 0.4, 0.0))).unwrap();
+        let mut notices = Vec::new();
+        let t = read_generation_samples(&p, "squad", 1, &mut notices).unwrap();
+        let rows = &t["squad"];
+        assert_eq!((rows[0].correct, rows[1].correct), (true, false), "hit decides: f1 is not 0/1 on every line");
+        assert_eq!(rows[1].score_names, ["f1", "hit", "bleu"]);
+        assert_eq!(rows[1].score_values, [0.4, 0.0, 0.5], "as stored, strings read as numbers");
+        std::fs::write(&p, format!("{}\n", line(0, 0.5, 0.5))).unwrap();
+        let t = read_generation_samples(&p, "squad", 1, &mut notices).unwrap();
+        assert!(t.is_empty());
+        assert!(notices.iter().any(|n| n.contains("samples_squad.jsonl") && n.contains("task level")), "{notices:?}");
+    }
+
+    #[test]
+    fn bad_generation_lines_name_file_and_line() {
+        let dir = tempfile::tempdir().unwrap();
+        let p = dir.path().join("samples_gsm8k.jsonl");
+        let good = gen_line(0, "strict-match", "18".into(), "18", 1.0);
+        let long = "x".repeat(MAX_TEXT_BYTES + 1);
+        let cases: Vec<(String, &str)> = vec![
+            (good.replace(r#""target":"18","#, ""), "no `target`"),
+            (good.replace(r#""target":"18""#, r#""target":{"a":1}"#), "`target` is not a string but an object"),
+            (good.replace(r#""target":"18""#, r#""target":["3",null]"#), "`target` is not a string but null"),
+            (good.replace(r#""target":"18""#, r#""target":[]"#), "empty list"),
+            (
+                good.replace(r#""filtered_resps":["18"]"#, r#""filtered_resps":[18]"#),
+                "first element of `filtered_resps` is not a string but a number",
+            ),
+            (
+                good.replace(r#""filtered_resps":["18"]"#, r#""filtered_resps":"18""#),
+                "`filtered_resps` is not a list but a string",
+            ),
+            (
+                good.replace(r#""filtered_resps":["18"],"#, "").replace(r#""resps""#, r#""other""#),
+                "no `filtered_resps` or `resps`",
+            ),
+            (
+                good.replace(r#""filtered_resps":["18"]"#, &format!(r#""filtered_resps":["{long}"]"#)),
+                "more than 1048576",
+            ),
+            (good.replace(r#""target":"18""#, &format!(r#""target":["{long}"]"#)), "more than 1048576"),
+        ];
+        for (bad, want) in cases {
+            assert_ne!(bad, good, "{want}: the case must change the line");
+            std::fs::write(&p, format!("{good}\n{bad}\n")).unwrap();
+            let e = format!("{:#}", read_generation_samples(&p, "gsm8k", 1, &mut Vec::new()).unwrap_err());
+            assert!(e.contains("samples_gsm8k.jsonl:2") && e.contains(want), "{want}: {e}");
+        }
+    }
+
+    /// `load` reads a generation task's samples per example, one trail per filter, with its task
+    /// rows from the samples (lm-eval's results give exact_match, not acc); a doc whose gold
+    /// text changes between checkpoints is refused.
+    #[test]
+    fn load_reads_generation_trails() {
+        let dir = tempfile::tempdir().unwrap();
+        let run = |step: u32, lines: &[String]| {
+            let m = dir.path().join(format!("runs__x__hf__step_{step:06}"));
+            std::fs::create_dir_all(&m).unwrap();
+            let args = serde_json::json!({"pretrained": format!("runs/x/hf/step_{step:06}")});
+            let results = serde_json::json!({"results": {"gsm8k": {"exact_match,strict-match": 0.5, "exact_match,flexible-extract": 0.5, "alias": "gsm8k"}}, "config": {"model": "hf", "model_args": args}});
+            std::fs::write(m.join("results_2024-01-01T00-00-00.5.json"), results.to_string()).unwrap();
+            std::fs::write(m.join("samples_gsm8k_2024-01-01T00-00-00.5.jsonl"), lines.join("\n") + "\n").unwrap();
+        };
+        let lines = |a: &str, b: &str| {
+            vec![
+                gen_line(0, "strict-match", "18".into(), a, f64::from(u8::from(a == "18"))),
+                gen_line(1, "strict-match", "3".into(), b, f64::from(u8::from(b == "3"))),
+                gen_line(0, "flexible-extract", "18".into(), a, f64::from(u8::from(a == "18"))),
+                gen_line(1, "flexible-extract", "3".into(), b, f64::from(u8::from(b == "3"))),
+            ]
+        };
+        run(10, &lines("18", "4"));
+        run(20, &lines("18", "3"));
+        let loaded = load(&[dir.path().to_path_buf()], &StepRule::default()).unwrap();
+        assert_eq!(loaded.examples.len(), 8);
+        let tasks: Vec<(u64, &str, f64)> = loaded.tasks.iter().map(|t| (t.step, t.task.as_str(), t.acc)).collect();
+        assert_eq!(
+            tasks,
+            vec![
+                (10, "gsm8k/flexible-extract", 0.5),
+                (10, "gsm8k/strict-match", 0.5),
+                (20, "gsm8k/flexible-extract", 1.0),
+                (20, "gsm8k/strict-match", 1.0)
+            ]
+        );
+        assert!(!loaded.notices.iter().any(|n| n.contains("not a multiple-choice")), "{:?}", loaded.notices);
+        run(20, &[gen_line(0, "strict-match", "19".into(), "18", 0.0)]);
+        let e = format!("{:#}", load(&[dir.path().to_path_buf()], &StepRule::default()).unwrap_err());
+        assert!(e.contains("doc 0 ") && e.contains("\"19\"") && e.contains("step 10"), "{e}");
     }
 
     #[test]

@@ -53,6 +53,30 @@ pub struct ExampleRecord {
     /// config, not to the item); for lm-evaluation-harness samples, their `doc_hash`. Empty =
     /// unknown (tables written before version 3, samples without `doc_hash`).
     pub item_hash: String,
+    /// The gold answer texts of a generation task (every one the harness gives; the output is
+    /// scored against the best of them); empty for multiple choice and in tables before
+    /// version 4. A generation row has no options: `logliks` and `lengths_*` are empty, `gold`,
+    /// `predicted` and `predicted_norm` are 0, `output` is the generated text (after the
+    /// harness's filter), `correct` = `correct_norm` = `gold_is_greedy` = exact match.
+    pub targets: Vec<String>,
+    /// The per-example metrics the harness stored (`exact_match`, ...), as given, by name:
+    /// `score_names[i]` scored `score_values[i]`. Two parallel lists, not a list of pairs, so that
+    /// they are two plain list columns (`list[str]`, `list[f64]`) that any parquet reader reads
+    /// without a struct type. Empty where the harness stored none and before version 4.
+    pub score_names: Vec<String>,
+    pub score_values: Vec<f64>,
+}
+
+impl ExampleRecord {
+    /// Whether the row is of a generation task (gold texts, no options).
+    pub fn is_generation(&self) -> bool {
+        !self.targets.is_empty()
+    }
+
+    /// The value of a per-example metric the harness stored, by name.
+    pub fn score(&self, name: &str) -> Option<f64> {
+        self.score_names.iter().position(|n| n == name).and_then(|i| self.score_values.get(i).copied())
+    }
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -125,6 +149,20 @@ fn list_u32(name: &str, v: impl Iterator<Item = Vec<u32>>) -> Series {
     Series::new(name.into(), s)
 }
 
+fn list_str<'a>(name: &str, v: impl Iterator<Item = &'a [String]>) -> Series {
+    let s: Vec<Series> = v
+        .map(|x| {
+            Series::new("".into(), x.iter().map(String::as_str).collect::<Vec<_>>()).cast(&DataType::String).unwrap()
+        })
+        .collect();
+    let mut out = Series::new(name.into(), s);
+    // a column of only empty lists is typed list[null]: keep list[str] whatever the rows hold
+    if out.dtype() != &DataType::List(Box::new(DataType::String)) {
+        out = out.cast(&DataType::List(Box::new(DataType::String))).unwrap();
+    }
+    out
+}
+
 pub fn examples_frame(rows: &[ExampleRecord]) -> Result<DataFrame> {
     let cols: Vec<Column> = vec![
         Series::new("step".into(), rows.iter().map(|r| r.step).collect::<Vec<_>>()).into(),
@@ -142,6 +180,9 @@ pub fn examples_frame(rows: &[ExampleRecord]) -> Result<DataFrame> {
         Series::new("gold_is_greedy".into(), rows.iter().map(|r| r.gold_is_greedy).collect::<Vec<_>>()).into(),
         Series::new("output".into(), rows.iter().map(|r| r.output.as_str()).collect::<Vec<_>>()).into(),
         Series::new("item_hash".into(), rows.iter().map(|r| r.item_hash.as_str()).collect::<Vec<_>>()).into(),
+        list_str("targets", rows.iter().map(|r| r.targets.as_slice())).into(),
+        list_str("score_names", rows.iter().map(|r| r.score_names.as_slice())).into(),
+        list_f64("score_values", rows.iter().map(|r| r.score_values.clone())).into(),
     ];
     Ok(DataFrame::new(rows.len(), cols)?)
 }
@@ -212,8 +253,11 @@ pub fn is_csv(name: impl AsRef<Path>) -> bool {
 /// [`VERSION_KEY`]. Files without the key are version 1 and read as such; a newer version is
 /// refused with a message. Version 2 added `lengths_bytes` to the example table (version 1
 /// tables read with it empty). Version 3 added `item_hash` to the example table, the sha256 hex
-/// of each example's text (versions 1 and 2 read with it empty: identity unknown).
-pub const TABLE_VERSION: u32 = 3;
+/// of each example's text (versions 1 and 2 read with it empty: identity unknown). Version 4
+/// added `targets` (the gold texts of a generation task), `score_names` and `score_values` (the
+/// per-example metrics the harness stored) to the example table (versions 1-3 read with them
+/// empty: multiple choice, no stored scores).
+pub const TABLE_VERSION: u32 = 4;
 pub const VERSION_KEY: &str = "fluctuation_table_version";
 
 /// Writes a frame as parquet (or CSV) into any writer.
@@ -295,6 +339,23 @@ fn lists<T: PolarsNumericType>(c: &Column, path: &Path) -> Result<Vec<Vec<T::Nat
         .collect()
 }
 
+/// A `list[str]` column as one vector per row; a column of a table before its version is
+/// absent: empty lists.
+fn str_lists(df: &DataFrame, path: &Path, name: &str) -> Result<Vec<Vec<String>>> {
+    let Ok(c) = df.column(name) else { return Ok(vec![Vec::new(); df.height()]) };
+    let l = c.list().map_err(|_| anyhow::anyhow!("{}: column `{name}` is not a list", path.display()))?;
+    (0..l.len())
+        .map(|i| {
+            let s = l.get_as_series(i).with_context(|| format!("{}: null in `{name}`", path.display()))?;
+            if s.is_empty() {
+                return Ok(Vec::new());
+            }
+            let ca = s.str().map_err(|_| anyhow::anyhow!("{}: wrong item type in `{name}`", path.display()))?;
+            Ok(ca.no_null_iter().map(str::to_owned).collect())
+        })
+        .collect()
+}
+
 /// Reads the per-example table written by [`examples_frame`] + [`write_frame`].
 pub fn read_examples(path: &Path) -> Result<Vec<ExampleRecord>> {
     let df = read_parquet(path)?;
@@ -325,6 +386,20 @@ pub fn read_examples(path: &Path) -> Result<Vec<ExampleRecord>> {
         Ok(_) => strs("item_hash")?,
         Err(_) => vec![String::new(); df.height()],
     };
+    let targets = str_lists(&df, path, "targets")?;
+    let score_names = str_lists(&df, path, "score_names")?;
+    let score_values = match df.column("score_values") {
+        Ok(c) => lists::<Float64Type>(c, path)?,
+        Err(_) => vec![Vec::new(); df.height()],
+    };
+    if let Some(i) = (0..df.height()).find(|&i| score_names[i].len() != score_values[i].len()) {
+        bail!(
+            "{}: row {i} has {} score names but {} score values",
+            path.display(),
+            score_names[i].len(),
+            score_values[i].len()
+        );
+    }
     Ok((0..df.height())
         .map(|i| ExampleRecord {
             step: step[i],
@@ -342,6 +417,9 @@ pub fn read_examples(path: &Path) -> Result<Vec<ExampleRecord>> {
             gold_is_greedy: greedy[i],
             output: output[i].clone(),
             item_hash: hashes[i].clone(),
+            targets: targets[i].clone(),
+            score_names: score_names[i].clone(),
+            score_values: score_values[i].clone(),
         })
         .collect())
 }
@@ -391,6 +469,35 @@ mod tests {
                 gold_is_greedy: false,
                 output: (i % 2).to_string(),
                 item_hash: format!("{:064x}", i % 2),
+                targets: Vec::new(),
+                score_names: Vec::new(),
+                score_values: Vec::new(),
+            })
+            .collect()
+    }
+
+    /// Rows of a generation task: gold texts, stored harness scores, no options.
+    pub fn generation_rows() -> Vec<ExampleRecord> {
+        (0..4)
+            .map(|i| ExampleRecord {
+                step: 10 * (i / 2),
+                task: "gsm8k/strict-match".into(),
+                example_id: format!("gsm8k/{}", i % 2),
+                gold: 0,
+                predicted: 0,
+                predicted_norm: 0,
+                correct: i % 2 == 1,
+                correct_norm: i % 2 == 1,
+                logliks: Vec::new(),
+                lengths_chars: Vec::new(),
+                lengths_tokens: Vec::new(),
+                lengths_bytes: Vec::new(),
+                gold_is_greedy: i % 2 == 1,
+                output: format!("answer {i}"),
+                item_hash: String::new(),
+                targets: if i % 2 == 0 { vec!["18".into()] } else { vec!["3".into(), "three".into()] },
+                score_names: vec!["exact_match".into()],
+                score_values: vec![f64::from(u8::from(i % 2 == 1))],
             })
             .collect()
     }
@@ -471,6 +578,7 @@ mod tests {
         assert!(rows.iter().all(|r| r.item_hash.is_empty()));
         let blank: Vec<ExampleRecord> =
             sample_rows().into_iter().map(|r| ExampleRecord { item_hash: String::new(), ..r }).collect();
+        assert!(rows.iter().all(|r| r.targets.is_empty() && r.score_names.is_empty() && r.score_values.is_empty()));
         assert_eq!(rows, blank);
         // version 3: the hashes come back, in both forms, and mixed with empty ones
         let mut mixed = sample_rows();
@@ -485,6 +593,49 @@ mod tests {
             assert_eq!(hashes, mixed.iter().map(|r| r.item_hash.as_str()).collect::<Vec<_>>(), "{name}");
             assert_eq!(back[1].item_hash, format!("{:064x}", 1));
         }
+    }
+
+    /// A version 4 table keeps the gold texts and stored scores of generation rows beside
+    /// multiple-choice rows (whose lists are empty), in both forms; a version 3 table (no such
+    /// columns) reads with them empty.
+    #[test]
+    fn version_4_keeps_generation_fields_and_version_3_reads_them_empty() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut mixed = sample_rows();
+        mixed.extend(generation_rows());
+        for (name, mut df) in
+            [("v4.parquet", examples_frame(&mixed).unwrap()), ("v4c.parquet", compact_examples_frame(&mixed).unwrap())]
+        {
+            let p = dir.path().join(name);
+            write_frame(&p, &mut df).unwrap();
+            assert_eq!(read_examples(&p).unwrap(), mixed, "{name}");
+        }
+        // only generation rows, only multiple-choice rows: the list columns keep their types
+        for rows in [generation_rows(), sample_rows()] {
+            let p = dir.path().join("one.parquet");
+            write_frame(&p, &mut examples_frame(&rows).unwrap()).unwrap();
+            assert_eq!(read_examples(&p).unwrap(), rows);
+        }
+        let g = &generation_rows()[1];
+        assert!(g.is_generation() && !sample_rows()[0].is_generation());
+        assert_eq!((g.score("exact_match"), g.score("f1")), (Some(1.0), None));
+        // version 3: no targets, no stored scores
+        let p = dir.path().join("v3.parquet");
+        let mut df = examples_frame(&sample_rows())
+            .unwrap()
+            .drop("targets")
+            .unwrap()
+            .drop("score_names")
+            .unwrap()
+            .drop("score_values")
+            .unwrap();
+        let kv =
+            polars::io::parquet::write::KeyValueMetadata::from_static(vec![(VERSION_KEY.to_string(), "3".to_string())]);
+        ParquetWriter::new(std::fs::File::create(&p).unwrap())
+            .with_key_value_metadata(Some(kv))
+            .finish(&mut df)
+            .unwrap();
+        assert_eq!(read_examples(&p).unwrap(), sample_rows());
     }
 
     #[test]

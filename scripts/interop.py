@@ -30,6 +30,15 @@ import numpy as np
 import pandas as pd
 
 
+def read_examples(path):
+    """An example table without its lists of strings (`targets`, `score_names`, table version 4):
+    polars writes them as list<string_view>, which pandas cannot convert (pyarrow 'Not implemented
+    type for Arrow list to pandas'); the parity checks need none of them."""
+    import pyarrow.parquet as pq
+    cols = [c for c in pq.read_schema(path).names if c not in ("targets", "score_names")]
+    return pd.read_parquet(path, columns=cols)
+
+
 def sh(*cmd, log=None):
     """Runs a command, printed first; with `log`, its output goes there (shown if it fails)."""
     print("$ " + " ".join(str(c) for c in cmd) + (f"   > {log}" if log else ""), flush=True)
@@ -94,7 +103,7 @@ def main():
     (tasks / "manifest.json").write_text(json.dumps([info], indent=2))
     (work / "eval.toml").write_text(f'tasks = "{tasks}"\nseed = 1234\nshots = 0\nmax_examples = {args.examples}\nbatch_tokens = 8192\n')
     timings["lm eval"] = sh(lm, "eval", "--checkpoints", ckpts, "--config", work / "eval.toml", "--out", work / "eval", "--quiet")
-    ours = pd.read_parquet(work / "eval" / "examples.parquet")
+    ours = read_examples(work / "eval" / "examples.parquet")
 
     # 2. export
     hf = work / "hf"
@@ -205,8 +214,8 @@ def main():
     # one disagreeing decision moves at most two of an example's m - 1 transitions
     allowed = 2 * disagree / (n * (len(steps) - 1))
     mtv_diff = abs(a.mean_flip_rate - b.mean_flip_rate)
-    ens_a = pd.read_parquet(work / "ensembled-ours" / f"k{len(steps)}" / "examples.parquet")
-    ens_b = pd.read_parquet(work / "ensembled-lm_eval" / f"k{len(steps)}" / "examples.parquet")
+    ens_a = read_examples(work / "ensembled-ours" / f"k{len(steps)}" / "examples.parquet")
+    ens_b = read_examples(work / "ensembled-lm_eval" / f"k{len(steps)}" / "examples.parquet")
     ens_acc = (float(ens_a.correct.mean()), float(ens_b.correct.mean()))
 
     result = {

@@ -347,6 +347,9 @@ pub fn train(cfg: &Config, run_dir: &Path, opts: &TrainOptions) -> Result<TrainS
         bar.inc(1);
     }
     bar.finish();
+    // a run killed after its last checkpoint was saved but before the prune resumes with nothing
+    // left to train: prune here too, so a resumed run ends with the files an uninterrupted one has
+    prune_optimizer_state(&ckpt_dir, 2)?;
     drop(lock);
     let wall_s = began.elapsed().as_secs_f64();
     let steps_run = end.saturating_sub(start);

@@ -285,11 +285,19 @@ pub fn analyse(
     examples: &[records::ExampleRecord],
     opts: &Options,
 ) -> Result<(Vec<TaskMetrics>, Vec<ExampleMetrics>)> {
+    analyse_panels(tasks, &Panel::all(examples)?, opts)
+}
+
+/// [`analyse`] on panels already built from the example rows ([`Panel::all`]).
+pub fn analyse_panels(
+    tasks: &[TaskRecord],
+    panels: &BTreeMap<String, Panel>,
+    opts: &Options,
+) -> Result<(Vec<TaskMetrics>, Vec<ExampleMetrics>)> {
     let mut by_task: BTreeMap<&str, Vec<&TaskRecord>> = BTreeMap::new();
     for r in tasks {
         by_task.entry(&r.task).or_default().push(r);
     }
-    let panels = Panel::all(examples)?;
     let (mut out, mut per_example) = (Vec::new(), Vec::new());
     for (task, mut rows) in by_task {
         rows.sort_by_key(|r| r.step);

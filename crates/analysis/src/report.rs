@@ -9,7 +9,7 @@ use std::path::{Path, PathBuf};
 
 use crate::decide::{self, Decisions};
 use crate::panel::Panel;
-use crate::{analyse, compare, html, ExampleMetrics, Options, TaskMetrics};
+use crate::{analyse_panels, compare, html, ExampleMetrics, Options, TaskMetrics};
 use std::collections::{BTreeMap, BTreeSet};
 
 /// What a report was computed from.
@@ -236,8 +236,9 @@ pub fn write(input: &Input, out: &Path, opts: &Options, html: bool) -> Result<Re
             input.sources.iter().map(|p| p.display().to_string()).collect::<Vec<_>>().join(", ")
         );
     }
-    let (tm, em) = analyse(&input.tasks, &input.examples, opts)?;
+    // the panels once, for the measures and for the decisions
     let panels = Panel::all(&input.examples)?;
+    let (tm, em) = analyse_panels(&input.tasks, &panels, opts)?;
     let mut notices = input.notices.clone();
     let comparison = match &input.run {
         Some(dir) if run::RunDir::new(dir).variants()?.len() > 1 => match compare::compare_full(dir, opts) {

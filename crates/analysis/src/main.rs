@@ -54,6 +54,18 @@ enum Command {
         /// heatmap in one self-contained page that opens offline.
         #[arg(long)]
         html: bool,
+        /// The ingest cache of harness outputs: each samples file's rows, parsed once, as parquet
+        /// (keyed by the file's path, size and mtime, the schema and the parser version); a
+        /// second report reads only the cache and parses only new or changed files
+        /// [default: <out>.ingest beside the output folder].
+        #[arg(long, value_name = "DIR")]
+        cache: Option<PathBuf>,
+        /// Parse every file again and keep no cache.
+        #[arg(long, conflicts_with = "cache")]
+        no_cache: bool,
+        /// Check every cached file's sha256 against its source, not only its size and mtime.
+        #[arg(long)]
+        verify: bool,
     },
     /// Compare single checkpoints with averaged (eval-avg-k*/) and ensembled (ensembled/k*/)
     /// ones of a run, over the steps they share; writes <run>/analysis/stability.{parquet,csv}.
@@ -141,6 +153,9 @@ fn main() -> anyhow::Result<()> {
             acc_norm,
             tasks,
             html,
+            cache,
+            no_cache,
+            verify,
         } => {
             let opts = analysis::Options {
                 final_fraction,
@@ -149,7 +164,8 @@ fn main() -> anyhow::Result<()> {
                 use_acc_norm: acc_norm,
                 ..Default::default()
             };
-            analysis::report::run(&inputs, out, step_from.as_deref(), step_map.as_deref(), &tasks, &opts, html)?
+            let cache = analysis::report::CacheChoice { dir: cache, off: no_cache, verify };
+            analysis::report::run(&inputs, out, step_from.as_deref(), step_map.as_deref(), &tasks, &opts, html, &cache)?
         }
         Command::Compare { run, bootstrap } => {
             analysis::compare::write(&run, &analysis::Options { bootstrap, ..Default::default() })?

@@ -3,6 +3,7 @@
 //! a readable summary.
 
 use anyhow::{Context, Result};
+use records::source::{Ingest, Reader};
 use records::{ExampleRecord, TaskRecord};
 use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
@@ -15,7 +16,9 @@ use std::collections::{BTreeMap, BTreeSet};
 /// What a report was computed from.
 pub struct Input {
     pub tasks: Vec<TaskRecord>,
-    pub examples: Vec<ExampleRecord>,
+    /// the per-example scores of every task with example rows, one panel per task (trail): the
+    /// rows themselves are not kept (a harness folder's are read one task at a time)
+    pub panels: BTreeMap<String, Panel>,
     pub sources: Vec<PathBuf>,
     /// lm-evaluation-harness outputs (not a run's tables)
     pub harness: bool,
@@ -26,6 +29,18 @@ pub struct Input {
     pub run: Option<PathBuf>,
 }
 
+impl Input {
+    /// Keeps the tasks whose name contains one of `tasks` (all if empty).
+    pub fn retain_tasks(&mut self, tasks: &[String]) {
+        if tasks.is_empty() {
+            return;
+        }
+        let keep = |t: &str| tasks.iter().any(|k| t.contains(k.as_str()));
+        self.tasks.retain(|r| keep(&r.task));
+        self.panels.retain(|t, _| keep(t));
+    }
+}
+
 /// A run's tables: `<dir>/eval/tasks.parquet` (and `examples.parquet`), or an eval folder itself.
 fn run_tables(dir: &Path) -> Result<Option<Input>> {
     let single = run::RunDir::new(dir).eval_of(run::Variant::SINGLE).expect("single has an eval folder");
@@ -33,14 +48,14 @@ fn run_tables(dir: &Path) -> Result<Option<Input>> {
         let t = eval.join("tasks.parquet");
         if t.is_file() {
             let e = eval.join("examples.parquet");
-            let examples = if e.is_file() { records::read_examples(&e)? } else { Vec::new() };
+            let panels = if e.is_file() { Panel::all(&records::read_examples(&e)?)? } else { BTreeMap::new() };
             let mut sources = vec![t.clone()];
             if e.is_file() {
                 sources.push(e);
             }
             return Ok(Some(Input {
                 tasks: records::read_tasks(&t)?,
-                examples,
+                panels,
                 sources,
                 harness: false,
                 notices: Vec::new(),
@@ -54,21 +69,96 @@ fn run_tables(dir: &Path) -> Result<Option<Input>> {
 /// A run folder (`<run>/eval/tasks.parquet`, `<run>/eval/examples.parquet`), an eval folder
 /// itself, or a folder of lm-evaluation-harness results (steps from model_args or the names).
 pub fn load_input(dir: &Path) -> Result<Input> {
-    load_inputs(&[dir.to_path_buf()], &records::harness::StepRule::default())
+    load_inputs(&[dir.to_path_buf()], &records::harness::StepRule::default(), &Ingest::default())
 }
 
-/// One run or eval folder, or lm-evaluation-harness outputs: results and samples files, folders
-/// as `lm_eval --output_path` writes them, globs ([`records::harness::load`]).
-pub fn load_inputs(inputs: &[PathBuf], rule: &records::harness::StepRule) -> Result<Input> {
+/// The harness readers, in the order their outputs are recognised.
+fn readers() -> Vec<Box<dyn Reader>> {
+    vec![Box::new(records::harness::LmEval)]
+}
+
+/// One run or eval folder, or a harness's outputs (lm-evaluation-harness: results and samples
+/// files, folders as `lm_eval --output_path` writes them, globs), read task by task through the
+/// ingest cache of `ingest` ([`records::source::load`]). Only the tasks `ingest.tasks` keeps.
+pub fn load_inputs(inputs: &[PathBuf], rule: &records::harness::StepRule, ingest: &Ingest) -> Result<Input> {
     if let [dir] = inputs {
-        if let Some(input) = run_tables(dir)? {
+        if let Some(mut input) = run_tables(dir)? {
+            input.retain_tasks(&ingest.tasks);
             return Ok(input);
         }
     }
     let what = inputs.iter().map(|p| p.display().to_string()).collect::<Vec<_>>().join(", ");
-    let l = records::harness::load(inputs, rule)
-        .with_context(|| format!("{what}: neither a run with eval/tasks.parquet nor lm-evaluation-harness outputs"))?;
-    Ok(Input { tasks: l.tasks, examples: l.examples, sources: l.sources, harness: true, notices: l.notices, run: None })
+    let readers = readers();
+    let Some(reader) = readers.iter().find(|r| inputs.iter().all(|p| r.detect(p))) else {
+        // no reader claims the inputs: the lm-eval reader's error says what is missing
+        let e = records::source::load_all(&records::harness::LmEval, inputs, rule, ingest).err();
+        let names: Vec<&str> = readers.iter().map(|r| r.name()).collect();
+        let why = e.map_or(String::new(), |e| format!(": {e:#}"));
+        anyhow::bail!("{what}: neither a run with eval/tasks.parquet nor the outputs of {}{why}", names.join(", "));
+    };
+    let mut panels = BTreeMap::new();
+    let l = records::source::load(reader.as_ref(), inputs, rule, ingest, &mut |trail, rows| {
+        let refs: Vec<&ExampleRecord> = rows.iter().collect();
+        panels.insert(trail.to_string(), Panel::build(trail, &refs)?);
+        Ok(())
+    })
+    .with_context(|| format!("{what}: reading the {} outputs", reader.name()))?;
+    if l.tasks.is_empty() {
+        anyhow::bail!("{what}: no task with an `acc` in any results or samples file");
+    }
+    let mut notices = l.notices;
+    if l.parsed + l.cached > 0 && ingest.cache.is_some() {
+        notices.push(format!("ingest: {} file(s) parsed, {} read from the cache", l.parsed, l.cached));
+    }
+    Ok(Input { tasks: l.tasks, panels, sources: l.sources, harness: true, notices, run: None })
+}
+
+/// Where `analysis report` keeps its ingest cache.
+#[derive(Debug, Clone, Default)]
+pub struct CacheChoice {
+    /// the cache folder; default `<out>.ingest` beside the output folder
+    pub dir: Option<PathBuf>,
+    /// parse every file again, keep no cache
+    pub off: bool,
+    /// check every cached file's sha256, not only its size and mtime
+    pub verify: bool,
+}
+
+impl CacheChoice {
+    /// The cache folder for an output folder `out`; none for a run's own tables (already
+    /// columnar) or when switched off.
+    pub fn folder(&self, out: &Path, is_run: bool) -> Option<PathBuf> {
+        if self.off || is_run {
+            return None;
+        }
+        Some(self.dir.clone().unwrap_or_else(|| {
+            let mut name = out.file_name().map_or_else(|| "analysis".into(), |n| n.to_os_string());
+            name.push(".ingest");
+            out.with_file_name(name)
+        }))
+    }
+}
+
+fn run_tables_exist(dir: &Path) -> bool {
+    let single = run::RunDir::new(dir).eval_of(run::Variant::SINGLE).expect("single has an eval folder");
+    single.join("tasks.parquet").is_file() || dir.join("tasks.parquet").is_file()
+}
+
+/// The cache is never written inside the harness folders it reads.
+fn refuse_cache_inside_inputs(cache: &Path, inputs: &[PathBuf]) -> Result<()> {
+    let abs = |p: &Path| std::path::absolute(p).unwrap_or_else(|_| p.to_path_buf());
+    let c = abs(cache);
+    for i in inputs {
+        let i = abs(i);
+        if i.is_dir() && c.starts_with(&i) {
+            anyhow::bail!(
+                "{}: the ingest cache would be written inside the input {}; give --out (or --cache) outside it",
+                cache.display(),
+                i.display()
+            );
+        }
+    }
+    Ok(())
 }
 
 fn f(v: Option<f64>) -> String {
@@ -87,6 +177,7 @@ fn ci(lo: Option<f64>, hi: Option<f64>) -> String {
 /// empty), writes the analysis into `out` (default `<run>/analysis`; required for harness
 /// outputs, which are never written into) and returns the text report. Notices of the readers go
 /// to stderr.
+#[allow(clippy::too_many_arguments)]
 pub fn run(
     inputs: &[PathBuf],
     out: Option<PathBuf>,
@@ -95,24 +186,25 @@ pub fn run(
     tasks: &[String],
     opts: &Options,
     html: bool,
+    cache: &CacheChoice,
 ) -> Result<String> {
     opts.check()?;
     let rule = records::harness::StepRule::new(step_from, step_map)?;
-    let mut input = load_inputs(inputs, &rule)?;
-    for n in &input.notices {
-        eprintln!("note: {n}");
-    }
+    let is_run = matches!(inputs, [dir] if run_tables_exist(dir));
     let out = match out {
         Some(o) => o,
-        None if !input.harness => run::RunDir::new(&inputs[0]).analysis(),
+        None if is_run => run::RunDir::new(&inputs[0]).analysis(),
         None => {
-            anyhow::bail!("--out is required for lm-evaluation-harness outputs (the analysis is not written into them)")
+            anyhow::bail!("--out is required for harness outputs (the analysis is not written into them)")
         }
     };
-    if !tasks.is_empty() {
-        let keep = |t: &str| tasks.iter().any(|k| t.contains(k.as_str()));
-        input.tasks.retain(|r| keep(&r.task));
-        input.examples.retain(|r| keep(&r.task));
+    let ingest = Ingest { cache: cache.folder(&out, is_run), verify: cache.verify, tasks: tasks.to_vec() };
+    if let Some(c) = &ingest.cache {
+        refuse_cache_inside_inputs(c, inputs)?;
+    }
+    let input = load_inputs(inputs, &rule, &ingest)?;
+    for n in &input.notices {
+        eprintln!("note: {n}");
     }
     let r = write(&input, &out, opts, html)?;
     let primary = opts.primary().name();
@@ -237,8 +329,8 @@ pub fn write(input: &Input, out: &Path, opts: &Options, html: bool) -> Result<Re
         );
     }
     // the panels once, for the measures and for the decisions
-    let panels = Panel::all(&input.examples)?;
-    let (tm, em) = analyse_panels(&input.tasks, &panels, opts)?;
+    let panels = &input.panels;
+    let (tm, em) = analyse_panels(&input.tasks, panels, opts)?;
     let mut notices = input.notices.clone();
     let comparison = match &input.run {
         Some(dir) if run::RunDir::new(dir).variants()?.len() > 1 => match compare::compare_full(dir, opts) {
@@ -259,7 +351,7 @@ pub fn write(input: &Input, out: &Path, opts: &Options, html: bool) -> Result<Re
     });
     let task_names: Vec<String> =
         input.tasks.iter().map(|t| t.task.clone()).collect::<BTreeSet<_>>().into_iter().collect();
-    let decisions = decide::decide(&panels, &task_names, &tm, remedies.as_ref(), opts);
+    let decisions = decide::decide(panels, &task_names, &tm, remedies.as_ref(), opts);
     let lock = output::FolderLock::acquire(out, "analysis report")?;
     let mut set = output::FileSet::begin(&lock, out)?;
     let mut df = records::frame_of(&tm)?;
@@ -282,7 +374,7 @@ pub fn write(input: &Input, out: &Path, opts: &Options, html: bool) -> Result<Re
     records::stage_frame(&mut set, "decisions.csv", &mut dd)?;
     let git_commit = output::provenance::git_commit();
     if html {
-        let page = page(input, &panels, &tm, &decisions, comparison.as_ref(), &notices, &git_commit, opts);
+        let page = page(input, panels, &tm, &decisions, comparison.as_ref(), &notices, &git_commit, opts);
         set.write("report.html", html::render(&page).as_bytes())?;
     } else {
         set.remove("report.html")?;

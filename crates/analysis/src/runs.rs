@@ -57,7 +57,7 @@
 //! - Matching by example id where no text hash exists trusts the ids: tables of version 1 and 2
 //!   cannot tell a changed question from the same one.
 
-use anyhow::{bail, Context, Result};
+use anyhow::{bail, Result};
 use ndarray::{s, Array2, Axis};
 use rayon::prelude::*;
 use serde::{Deserialize, Serialize};
@@ -484,14 +484,11 @@ pub fn compare_runs(runs: &[(String, Input)], opts: &Options) -> Result<RunsComp
     for (label, input) in runs {
         notes.extend(input.notices.iter().map(|n| format!("{label}: {n}")));
     }
-    let panels: Vec<BTreeMap<String, Panel>> = runs
-        .iter()
-        .map(|(label, input)| Panel::all(&input.examples).with_context(|| format!("run {label}")))
-        .collect::<Result<_>>()?;
+    let panels: Vec<&BTreeMap<String, Panel>> = runs.iter().map(|(_, input)| &input.panels).collect();
     let names: Vec<BTreeSet<&str>> = runs
         .iter()
         .map(|(_, input)| {
-            input.tasks.iter().map(|t| t.task.as_str()).chain(input.examples.iter().map(|e| e.task.as_str())).collect()
+            input.tasks.iter().map(|t| t.task.as_str()).chain(input.panels.keys().map(String::as_str)).collect()
         })
         .collect();
     let all: BTreeSet<&str> = names.iter().flatten().copied().collect();
@@ -679,12 +676,8 @@ pub fn run(
     let rule = records::harness::StepRule::new(step_from, step_map)?;
     let mut runs = Vec::new();
     for (i, path) in inputs.iter().enumerate() {
-        let mut input = crate::report::load_inputs(std::slice::from_ref(path), &rule)?;
-        if !tasks.is_empty() {
-            let keep = |t: &str| tasks.iter().any(|k| t.contains(k.as_str()));
-            input.tasks.retain(|r| keep(&r.task));
-            input.examples.retain(|r| keep(&r.task));
-        }
+        let ingest = records::source::Ingest { tasks: tasks.to_vec(), ..Default::default() };
+        let input = crate::report::load_inputs(std::slice::from_ref(path), &rule, &ingest)?;
         let label = names.get(i).cloned().unwrap_or_else(|| path.display().to_string());
         runs.push((label, input));
     }
@@ -781,7 +774,7 @@ mod tests {
     fn input(examples: Vec<ExampleRecord>) -> Input {
         Input {
             tasks: records::summarise(&examples).unwrap(),
-            examples,
+            panels: Panel::all(&examples).unwrap(),
             sources: vec![],
             harness: false,
             notices: vec![],

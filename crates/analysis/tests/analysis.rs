@@ -169,7 +169,7 @@ fn a_report_replaces_the_earlier_reports_tables_whole() {
     let (t, e) = rows(&[vec![false, true, false, true], vec![true, true, false, false]], None, &[0, 10, 20, 30]);
     let input = |examples: Vec<ExampleRecord>| analysis::report::Input {
         tasks: t.clone(),
-        examples,
+        panels: analysis::panel::Panel::all(&examples).unwrap(),
         sources: vec![],
         harness: true,
         notices: vec![],

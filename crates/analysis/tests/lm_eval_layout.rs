@@ -95,13 +95,16 @@ fn lm_eval_inputs_need_an_output_folder_and_a_step() {
             .output()
             .unwrap()
     };
+    // the cheap check first: without --out nothing is read
     let o = run(&[]);
+    assert!(!o.status.success() && String::from_utf8_lossy(&o.stderr).contains("--out is required"));
+    let out = dir.path().join("x").display().to_string();
+    let o = run(&["--out", &out]);
     let e = String::from_utf8_lossy(&o.stderr);
     assert!(
         !o.status.success() && e.contains("results_2024-01-01T00-00-00.1.json") && e.contains("--step-from"),
         "{e}"
     );
-    let out = dir.path().join("x").display().to_string();
     let o = run(&["--out", &out, "--step-from", "[("]);
     assert!(!o.status.success() && String::from_utf8_lossy(&o.stderr).contains("--step-from"));
     // a step map gives the step; one checkpoint is too few to analyse, but it reads

@@ -191,6 +191,20 @@ impl StepRule {
         by_path.or_else(|| pretrained.and_then(|pre| self.map.iter().find(|(raw, _, _)| raw == pre).map(|r| r.2)))
     }
 
+    /// The step of a file by the rule alone, for harnesses whose files do not name it: the
+    /// `--step-from` regex over its path, the `--step-map` row of the file, of a folder above it
+    /// or of its model (`model`: the `pretrained=` value or model name the harness recorded),
+    /// else `step<N>` in its name.
+    pub fn step_of_path(&self, path: &Path, model: Option<&str>) -> Result<u64> {
+        if let Some(s) = self.from_regex(path)? {
+            return Ok(s);
+        }
+        if let Some(s) = self.from_map(path, model) {
+            return Ok(s);
+        }
+        step_from_name(path).map_err(|_| self.no_step(path))
+    }
+
     /// The step of a results file (`v`: its JSON).
     pub fn step_of_results(&self, path: &Path, v: &Value) -> Result<u64> {
         if let Some(s) = self.from_regex(path)? {
@@ -382,6 +396,11 @@ fn flag(v: &Value, key: &str) -> Option<bool> {
 /// argmax of the log-likelihoods (per character of the choice for `acc_norm`).
 pub fn read_log_samples(path: &Path, task: &str, step: u64) -> Result<Vec<ExampleRecord>> {
     let text = std::fs::read_to_string(path).with_context(|| format!("{}: cannot read", path.display()))?;
+    choice_rows(path, &text, task, step)
+}
+
+/// [`read_log_samples`] of a file's text.
+fn choice_rows(path: &Path, text: &str, task: &str, step: u64) -> Result<Vec<ExampleRecord>> {
     let mut out = Vec::new();
     for (i, line) in text.lines().enumerate().filter(|(_, l)| !l.trim().is_empty()) {
         let at = || format!("{}:{}", path.display(), i + 1);
@@ -542,6 +561,17 @@ pub fn read_generation_samples(
     notices: &mut Vec<String>,
 ) -> Result<BTreeMap<String, Vec<ExampleRecord>>> {
     let text = std::fs::read_to_string(path).with_context(|| format!("{}: cannot read", path.display()))?;
+    generation_rows(path, &text, task, step, notices)
+}
+
+/// [`read_generation_samples`] of a file's text.
+fn generation_rows(
+    path: &Path,
+    text: &str,
+    task: &str,
+    step: u64,
+    notices: &mut Vec<String>,
+) -> Result<BTreeMap<String, Vec<ExampleRecord>>> {
     let mut trails: BTreeMap<String, Vec<ExampleRecord>> = BTreeMap::new();
     for (i, line) in text.lines().enumerate().filter(|(_, l)| !l.trim().is_empty()) {
         let at = || format!("{}:{}", path.display(), i + 1);
@@ -652,18 +682,6 @@ pub fn read_generation_samples(
     Ok(out)
 }
 
-/// What [`load`] read.
-#[derive(Debug, Default)]
-pub struct Loaded {
-    pub tasks: Vec<TaskRecord>,
-    pub examples: Vec<ExampleRecord>,
-    /// every file read, in path order
-    pub sources: Vec<PathBuf>,
-    /// what was set aside and why (older reruns, tasks without per-example data); for stderr and
-    /// the provenance
-    pub notices: Vec<String>,
-}
-
 /// A results or samples file found under the inputs.
 #[derive(Debug, Clone)]
 struct Found {
@@ -704,13 +722,29 @@ fn classify(path: &Path) -> Option<Found> {
 
 /// Results and samples files below `dir`, at any depth: `results*.json` and `samples_*.jsonl`;
 /// a folder with none of those is read as a flat folder of results files (every `*.json`).
-fn walk(dir: &Path, out: &mut Vec<Found>) -> Result<()> {
+/// Symbolic links to folders are followed once (a link back to a folder already walked is
+/// passed over, with a notice); a name that is not UTF-8 is passed over with a notice.
+fn walk(dir: &Path, out: &mut Vec<Found>, notices: &mut Vec<String>) -> Result<()> {
     let mut found = Vec::new();
     let mut stack = vec![dir.to_path_buf()];
+    let mut walked = BTreeSet::new();
     while let Some(d) = stack.pop() {
-        for entry in std::fs::read_dir(&d).with_context(|| format!("{}: cannot list", d.display()))? {
-            let p = entry?.path();
-            let name = p.file_name().and_then(|n| n.to_str()).unwrap_or("");
+        let real = std::fs::canonicalize(&d).with_context(|| format!("{}: cannot resolve", d.display()))?;
+        if !walked.insert(real.clone()) {
+            notices.push(format!("{}: a link to {}, which is already read; not followed again", d.display(), real.display()));
+            continue;
+        }
+        let mut entries: Vec<PathBuf> = std::fs::read_dir(&d)
+            .with_context(|| format!("{}: cannot list", d.display()))?
+            .map(|e| e.map(|e| e.path()))
+            .collect::<std::io::Result<_>>()
+            .with_context(|| format!("{}: cannot list", d.display()))?;
+        entries.sort();
+        for p in entries {
+            let Some(name) = p.file_name().and_then(|n| n.to_str()) else {
+                notices.push(format!("{}: the name is not UTF-8; passed over (rename it to read it)", p.display()));
+                continue;
+            };
             if name.starts_with('.') {
                 continue;
             }
@@ -765,21 +799,48 @@ pub fn is_harness_output(p: &Path) -> bool {
     if p.is_file() {
         return classify(p).is_some();
     }
-    walk(p, &mut Vec::new()).is_ok()
+    walk(p, &mut Vec::new(), &mut Vec::new()).is_ok()
 }
 
-/// Reads lm-evaluation-harness outputs: any mix of results files, samples files, folders (as
-/// `lm_eval --output_path` writes them, or flat folders of results files) and glob patterns.
-/// Task rows come from the results files; example rows from the samples files of
-/// multiple-choice tasks and of generation tasks (one trail per filter,
-/// [`read_generation_samples`]). A (step, task) with samples but no results row gets its task row from
-/// the samples. Rows are ordered by step, task (and example).
-pub fn load(inputs: &[PathBuf], rule: &StepRule) -> Result<Loaded> {
+/// The lm-evaluation-harness reader ([`crate::source::Reader`]): results files are read at
+/// discovery (they give the steps and the task rows), samples files are the units.
+pub struct LmEval;
+
+/// The version of [`LmEval`]'s parser (the ingest cache key): raise it when the same samples
+/// bytes give other rows.
+pub const PARSER_VERSION: u32 = 1;
+
+impl crate::source::Reader for LmEval {
+    fn name(&self) -> &'static str {
+        "lm-evaluation-harness"
+    }
+
+    fn version(&self) -> u32 {
+        PARSER_VERSION
+    }
+
+    fn detect(&self, input: &Path) -> bool {
+        is_harness_output(input)
+    }
+
+    fn discover(&self, inputs: &[PathBuf], rule: &StepRule) -> Result<crate::source::Discovered> {
+        discover(inputs, rule)
+    }
+
+    fn parse(&self, unit: &crate::source::Unit, bytes: &[u8]) -> Result<crate::source::Parsed> {
+        parse_samples(unit, bytes)
+    }
+}
+
+/// The files under `inputs` (any mix of results files, samples files, folders, globs), the step
+/// of each, the task rows of the results files, one samples file per (step, task).
+fn discover(inputs: &[PathBuf], rule: &StepRule) -> Result<crate::source::Discovered> {
     let mut found = Vec::new();
+    let mut d = crate::source::Discovered::default();
     for input in inputs {
         for p in expand(input)? {
             if p.is_dir() {
-                walk(&p, &mut found)?;
+                walk(&p, &mut found, &mut d.notices)?;
             } else if p.is_file() {
                 found
                     .push(classify(&p).with_context(|| {
@@ -792,7 +853,7 @@ pub fn load(inputs: &[PathBuf], rule: &StepRule) -> Result<Loaded> {
     }
     found.sort_by(|a, b| a.path.cmp(&b.path));
     found.dedup_by(|a, b| normal(&a.path) == normal(&b.path));
-    let mut loaded = Loaded { sources: found.iter().map(|f| f.path.clone()).collect(), ..Default::default() };
+    d.sources = found.iter().map(|f| f.path.clone()).collect();
 
     // results files: their steps, and candidate rows per (step, task)
     let mut result_steps: BTreeMap<(PathBuf, Option<String>), u64> = BTreeMap::new();
@@ -801,7 +862,7 @@ pub fn load(inputs: &[PathBuf], rule: &StepRule) -> Result<Loaded> {
     for f in found.iter().filter(|f| f.task.is_none()) {
         let v = read_json(&f.path)?;
         let step = rule.step_of_results(&f.path, &v)?;
-        loaded.notices.extend(rule.disagreement(&f.path, &v, step)?);
+        d.notices.extend(rule.disagreement(&f.path, &v, step)?);
         result_steps.insert((folder(&f.path), f.stamp.clone()), step);
         folder_steps.entry(folder(&f.path)).or_default().insert(step);
         for r in results_rows(&f.path, &v, step)? {
@@ -809,8 +870,8 @@ pub fn load(inputs: &[PathBuf], rule: &StepRule) -> Result<Loaded> {
         }
     }
     for ((step, task), cands) in task_rows {
-        let kept = newest(cands, step, &task, &mut loaded.notices)?;
-        loaded.tasks.push(kept);
+        let kept = newest(cands, step, &task, &mut d.notices)?;
+        d.tasks.push(kept);
     }
 
     // samples files: the step of the results file of the same run (folder and timestamp), else
@@ -838,100 +899,78 @@ pub fn load(inputs: &[PathBuf], rule: &StepRule) -> Result<Loaded> {
         };
         sample_files.entry((step, f.task.clone().unwrap())).or_default().push((f, f));
     }
-    let mut by_task: BTreeMap<String, BTreeMap<u64, (PathBuf, Vec<ExampleRecord>)>> = BTreeMap::new();
     for ((step, task), cands) in sample_files {
-        let f = newest(cands, step, &task, &mut loaded.notices)?;
-        let text = std::fs::read_to_string(&f.path).with_context(|| format!("{}: cannot read", f.path.display()))?;
-        let first = text
-            .lines()
-            .find(|l| !l.trim().is_empty())
-            .map(|l| {
-                serde_json::from_str::<Value>(l)
-                    .with_context(|| format!("{}:1: malformed sample (truncated log?)", f.path.display()))
-            })
-            .transpose()?;
-        if first.as_ref().is_some_and(is_generation_samples) {
-            for (trail, rows) in read_generation_samples(&f.path, &task, step, &mut loaded.notices)? {
-                if by_task.get(&trail).is_some_and(|m| m.contains_key(&step)) {
-                    bail!("{}: trail {trail} at step {step} is also in another samples file", f.path.display());
-                }
-                by_task.entry(trail).or_default().insert(step, (f.path.clone(), rows));
-            }
-            continue;
-        }
-        if !first.as_ref().is_some_and(is_choice_samples) {
-            loaded.notices.push(format!("{}: not a multiple-choice task (no per-option log-likelihoods); task {task} is analysed at the task level", f.path.display()));
-            continue;
-        }
-        let rows = read_log_samples(&f.path, &task, step)?;
-        by_task.entry(task.clone()).or_default().insert(step, (f.path.clone(), rows));
+        let f = newest(cands, step, &task, &mut d.notices)?;
+        d.units.push(crate::source::Unit { path: f.path.clone(), step, task });
     }
-    for (task, per_step) in by_task {
-        let with_rows: BTreeSet<u64> = loaded.tasks.iter().filter(|r| r.task == task).map(|r| r.step).collect();
-        let sampled: BTreeSet<u64> = per_step.keys().copied().collect();
-        if !with_rows.is_empty() && !with_rows.is_subset(&sampled) {
-            let missing: Vec<String> = with_rows.difference(&sampled).map(u64::to_string).collect();
-            loaded.notices.push(format!(
-                "task {task}: no samples at step(s) {}; analysed at the task level only",
-                missing.join(", ")
-            ));
-            continue;
+    Ok(d)
+}
+
+/// The rows of one samples file: a multiple-choice task's ([`read_log_samples`]) or a
+/// generation task's ([`read_generation_samples`]); any other kind of task (perplexity,
+/// unknown) and an empty file give no rows, with a notice saying why.
+fn parse_samples(unit: &crate::source::Unit, bytes: &[u8]) -> Result<crate::source::Parsed> {
+    let path = &unit.path;
+    let text = std::str::from_utf8(bytes).map_err(|e| {
+        let line = bytes[..e.valid_up_to()].iter().filter(|&&b| b == b'\n').count() + 1;
+        anyhow::anyhow!("{}:{line}: not UTF-8 text", path.display())
+    })?;
+    let mut parsed = crate::source::Parsed::default();
+    let Some((i, first)) = text.lines().enumerate().find(|(_, l)| !l.trim().is_empty()) else {
+        parsed.notices.push(format!(
+            "{}: empty samples file (no lines); task {} has no per-example data at step {}",
+            path.display(),
+            unit.task,
+            unit.step
+        ));
+        return Ok(parsed);
+    };
+    let first: Value = serde_json::from_str(first)
+        .with_context(|| format!("{}:{}: malformed sample (truncated log?)", path.display(), i + 1))?;
+    if is_generation_samples(&first) {
+        for (_, rows) in generation_rows(path, text, &unit.task, unit.step, &mut parsed.notices)? {
+            parsed.examples.extend(rows);
         }
-        same_questions(&task, &per_step)?;
-        let rows: Vec<ExampleRecord> = per_step.into_values().flat_map(|(_, rows)| rows).collect();
-        for t in crate::summarise(&rows)? {
-            if !with_rows.contains(&t.step) {
-                loaded.tasks.push(t);
-            }
-        }
-        loaded.examples.extend(rows);
+    } else if is_choice_samples(&first) {
+        parsed.examples = choice_rows(path, text, &unit.task, unit.step)?;
+    } else {
+        parsed.notices.push(format!(
+            "{}: neither a multiple-choice task (per-option log-likelihoods) nor a generation task (generated text); task {} has no per-example data",
+            path.display(),
+            unit.task
+        ));
     }
-    if loaded.tasks.is_empty() {
+    Ok(parsed)
+}
+
+/// What [`load`] read.
+#[derive(Debug, Default)]
+pub struct Loaded {
+    pub tasks: Vec<TaskRecord>,
+    pub examples: Vec<ExampleRecord>,
+    /// every file read, in path order
+    pub sources: Vec<PathBuf>,
+    /// what was set aside and why (older reruns, tasks without per-example data); for stderr and
+    /// the provenance
+    pub notices: Vec<String>,
+}
+
+/// Reads lm-evaluation-harness outputs whole ([`crate::source::load_all`] with [`LmEval`]):
+/// any mix of results files, samples files, folders (as `lm_eval --output_path` writes them, or
+/// flat folders of results files) and glob patterns. Task rows come from the results files;
+/// example rows from the samples files of multiple-choice tasks and of generation tasks (one
+/// trail per filter, [`read_generation_samples`]). A (step, task) with samples but no results
+/// row gets its task row from the samples. Rows are ordered by step, task (and example).
+pub fn load(inputs: &[PathBuf], rule: &StepRule) -> Result<Loaded> {
+    let (l, examples) =
+        crate::source::load_all(&LmEval, inputs, rule, &crate::source::Ingest::default())?;
+    if l.tasks.is_empty() {
         bail!(
             "{}: no task with an `acc` in any results or samples file",
             inputs.iter().map(|p| p.display().to_string()).collect::<Vec<_>>().join(", ")
         );
     }
-    loaded.tasks.sort_by(|a, b| (a.step, &a.task).cmp(&(b.step, &b.task)));
-    loaded.examples.sort_by(|a, b| (a.step, &a.task, &a.example_id).cmp(&(b.step, &b.task, &b.example_id)));
-    Ok(loaded)
-}
-
-/// Refuses a task whose doc has another number of options or another target at one checkpoint
-/// than at an earlier one: its checkpoints would be compared on different questions (a changed
-/// task version, a mixed-up folder). The error names both files, the doc and both steps.
-fn same_questions(task: &str, per_step: &BTreeMap<u64, (PathBuf, Vec<ExampleRecord>)>) -> Result<()> {
-    let mut first: BTreeMap<&str, (usize, u32, u64, &Path, &Vec<String>)> = BTreeMap::new();
-    for (&step, (path, rows)) in per_step {
-        for r in rows {
-            let seen = first.entry(&r.example_id).or_insert((r.logliks.len(), r.gold, step, path, &r.targets));
-            if r.is_generation() && seen.4 != &r.targets {
-                bail!(
-                    "{}: doc {} of task {task} has target {:?} at step {step}, but target {:?} at step {} ({}): the checkpoints would be compared on different questions",
-                    path.display(),
-                    r.example_id.strip_prefix(&format!("{task}/")).unwrap_or(&r.example_id),
-                    r.targets,
-                    seen.4,
-                    seen.2,
-                    seen.3.display()
-                );
-            }
-            if (seen.0, seen.1) != (r.logliks.len(), r.gold) {
-                bail!(
-                    "{}: doc {} of task {task} has {} options and target {} at step {step}, but {} options and target {} at step {} ({}): the checkpoints would be compared on different questions",
-                    path.display(),
-                    r.example_id.strip_prefix(&format!("{task}/")).unwrap_or(&r.example_id),
-                    r.logliks.len(),
-                    r.gold,
-                    seen.0,
-                    seen.1,
-                    seen.2,
-                    seen.3.display()
-                );
-            }
-        }
-    }
-    Ok(())
+    Ok(Loaded { tasks: l.tasks, examples, sources: l.sources, notices: l.notices })
 }
 
 /// One of several files for the same (step, task): reruns in one folder keep the newest

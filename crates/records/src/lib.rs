@@ -13,7 +13,9 @@
 //! Tables are written as parquet (and CSV for the task table) whole or not at all (`output`).
 //! [`harness`] reads lm-evaluation-harness results and `--log_samples` files into the same rows.
 
+pub mod cache;
 pub mod harness;
+pub mod source;
 
 use anyhow::{bail, Context as _, Result};
 use polars::prelude::*;

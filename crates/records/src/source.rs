@@ -1,0 +1,260 @@
+//! The contract between the harness readers and the ingest.
+//!
+//! A harness reader ([`Reader`]) does two things: it names the per-example files of its harness
+//! under the user's inputs, each with its checkpoint step and task ([`Discovered`], [`Unit`];
+//! small metadata such as results JSON files is read here), and it parses one such file into
+//! rows ([`Reader::parse`], a pure function of the file's bytes and its unit). Everything else
+//! is the same for every harness and lives in [`load`]: parsing in parallel, task by task (so
+//! that only one task's rows are held at a time), through the ingest cache
+//! ([`crate::cache`]) when one is given; refusing a task whose checkpoints score different
+//! example sets; deriving task rows where a harness stored samples but no aggregate.
+
+use anyhow::{bail, Result};
+use rayon::prelude::*;
+use std::collections::{BTreeMap, BTreeSet};
+use std::path::{Path, PathBuf};
+
+use crate::harness::StepRule;
+use crate::{ExampleRecord, TaskRecord};
+
+/// One per-example file of a harness: its path, the checkpoint step and the task it holds (the
+/// task as the harness names it; a generation task's filters become trails `<task>/<filter>`
+/// when parsed).
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord)]
+pub struct Unit {
+    pub path: PathBuf,
+    pub step: u64,
+    pub task: String,
+}
+
+/// What a reader found under the inputs.
+#[derive(Debug, Default)]
+pub struct Discovered {
+    /// the per-example files, at most one per (step, task)
+    pub units: Vec<Unit>,
+    /// task rows of the harness's aggregate files (results JSON and the like), any order
+    pub tasks: Vec<TaskRecord>,
+    /// every file read or to be read, in path order (for the provenance)
+    pub sources: Vec<PathBuf>,
+    /// what was set aside and why, one line each (for stderr and the provenance)
+    pub notices: Vec<String>,
+}
+
+/// The rows of one unit.
+#[derive(Debug, Default, Clone, PartialEq)]
+pub struct Parsed {
+    /// example rows, every one at the unit's step; `task` is the trail (the unit's task, or
+    /// `<task>/<filter>` for a generation task's filters)
+    pub examples: Vec<ExampleRecord>,
+    /// task rows the file itself holds (harnesses whose per-example file carries the aggregate)
+    pub tasks: Vec<TaskRecord>,
+    pub notices: Vec<String>,
+}
+
+/// A harness's outputs into records.
+pub trait Reader: Sync {
+    /// The harness, as users call it ("lm-evaluation-harness", "lighteval", ...).
+    fn name(&self) -> &'static str;
+    /// The version of [`Reader::parse`]: raised whenever it turns the same bytes into other rows,
+    /// so that cached rows of an older parser are parsed again.
+    fn version(&self) -> u32;
+    /// Whether `input` (a file, a folder, a glob pattern) holds this harness's outputs.
+    fn detect(&self, input: &Path) -> bool;
+    /// The per-example files under `inputs` with their steps (by `rule` where the harness's
+    /// files do not say), and the task rows of its aggregate files.
+    fn discover(&self, inputs: &[PathBuf], rule: &StepRule) -> Result<Discovered>;
+    /// The rows of one unit, from its bytes. Errors name the file (and line).
+    fn parse(&self, unit: &Unit, bytes: &[u8]) -> Result<Parsed>;
+}
+
+/// How [`load`] reads the units.
+#[derive(Debug, Default, Clone)]
+pub struct Ingest {
+    /// the ingest cache folder; None parses every unit
+    pub cache: Option<PathBuf>,
+    /// check each cached unit's sha256 against its file instead of trusting size and mtime
+    pub verify: bool,
+    /// keep only the tasks (trails) whose name contains one of these; all when empty
+    pub tasks: Vec<String>,
+}
+
+impl Ingest {
+    fn keeps(&self, task: &str) -> bool {
+        self.tasks.is_empty() || self.tasks.iter().any(|k| task.contains(k.as_str()))
+    }
+}
+
+/// What [`load`] read, less the example rows (handed to its `per_trail` callback one trail at a
+/// time).
+#[derive(Debug, Default)]
+pub struct Loaded {
+    pub tasks: Vec<TaskRecord>,
+    pub sources: Vec<PathBuf>,
+    pub notices: Vec<String>,
+    /// units parsed, and units read from the cache
+    pub parsed: usize,
+    pub cached: usize,
+}
+
+/// Reads a harness's outputs: discovers the units, parses them task by task in parallel
+/// (through the cache of `ingest`), and hands each trail's example rows (every checkpoint,
+/// ordered by step and example) to `per_trail`, which may keep what it needs and drop the rows.
+/// Task rows: the aggregate files', and for a (step, trail) with samples but no aggregate row,
+/// the mean of the samples. A trail whose aggregate rows cover steps without samples is analysed
+/// at the task level only (a notice); one whose checkpoints score different examples, or whose
+/// doc changes its options or target between checkpoints, is refused.
+pub fn load(
+    reader: &dyn Reader,
+    inputs: &[PathBuf],
+    rule: &StepRule,
+    ingest: &Ingest,
+    per_trail: &mut dyn FnMut(&str, Vec<ExampleRecord>) -> Result<()>,
+) -> Result<Loaded> {
+    let d = reader.discover(inputs, rule)?;
+    let mut loaded = Loaded { sources: d.sources, notices: d.notices, ..Default::default() };
+    let mut by_task: BTreeMap<String, Vec<Unit>> = BTreeMap::new();
+    for u in d.units {
+        by_task.entry(u.task.clone()).or_default().push(u);
+    }
+    let mut cache = match &ingest.cache {
+        Some(dir) => Some(crate::cache::Cache::open(dir, reader, ingest.verify)?),
+        None => None,
+    };
+    let mut aggregate: Vec<TaskRecord> = d.tasks;
+    let mut trails_seen = BTreeSet::new();
+    for (task, mut units) in by_task {
+        // a generation task's trails (`task/filter`) contain the task's name: filter on either
+        if !ingest.keeps(&task) && !ingest.tasks.iter().any(|k| k.starts_with(&format!("{task}/"))) {
+            continue;
+        }
+        units.sort();
+        let parsed: Vec<(Unit, Parsed)> = match &mut cache {
+            Some(c) => c.parse_all(reader, units)?,
+            None => units
+                .into_par_iter()
+                .map(|u| {
+                    let bytes = std::fs::read(&u.path)
+                        .map_err(|e| anyhow::anyhow!("{}: cannot read: {e}", u.path.display()))?;
+                    let p = reader.parse(&u, &bytes)?;
+                    Ok((u, p))
+                })
+                .collect::<Result<_>>()?,
+        };
+        let mut trails: BTreeMap<String, BTreeMap<u64, (PathBuf, Vec<ExampleRecord>)>> = BTreeMap::new();
+        for (u, p) in parsed {
+            loaded.notices.extend(p.notices);
+            aggregate.extend(p.tasks);
+            let mut per: BTreeMap<String, Vec<ExampleRecord>> = BTreeMap::new();
+            for r in p.examples {
+                if r.step != u.step {
+                    bail!("{}: a row of step {} in the file of step {}", u.path.display(), r.step, u.step);
+                }
+                per.entry(r.task.clone()).or_default().push(r);
+            }
+            for (trail, rows) in per {
+                let at = trails.entry(trail.clone()).or_default();
+                if let Some((other, _)) = at.get(&u.step) {
+                    bail!(
+                        "{}: trail {trail} at step {} is also in {}",
+                        u.path.display(),
+                        u.step,
+                        other.display()
+                    );
+                }
+                at.insert(u.step, (u.path.clone(), rows));
+            }
+        }
+        for (trail, per_step) in trails {
+            if !ingest.keeps(&trail) {
+                continue;
+            }
+            if !trails_seen.insert(trail.clone()) {
+                bail!("trail {trail} comes from two tasks' files");
+            }
+            let with_rows: BTreeSet<u64> = aggregate.iter().filter(|r| r.task == trail).map(|r| r.step).collect();
+            let sampled: BTreeSet<u64> = per_step.keys().copied().collect();
+            if !with_rows.is_empty() && !with_rows.is_subset(&sampled) {
+                let missing: Vec<String> = with_rows.difference(&sampled).map(u64::to_string).collect();
+                loaded.notices.push(format!(
+                    "task {trail}: no samples at step(s) {}; analysed at the task level only",
+                    missing.join(", ")
+                ));
+                continue;
+            }
+            same_questions(&trail, &per_step)?;
+            let mut rows: Vec<ExampleRecord> = per_step.into_values().flat_map(|(_, rows)| rows).collect();
+            rows.sort_by(|a, b| (a.step, &a.example_id).cmp(&(b.step, &b.example_id)));
+            for t in crate::summarise(&rows)? {
+                if !with_rows.contains(&t.step) {
+                    aggregate.push(t);
+                }
+            }
+            per_trail(&trail, rows)?;
+        }
+    }
+    if let Some(c) = cache {
+        let notes;
+        (loaded.parsed, loaded.cached, notes) = c.commit()?;
+        loaded.notices.extend(notes);
+    }
+    aggregate.retain(|t| ingest.keeps(&t.task));
+    aggregate.sort_by(|a, b| (a.step, &a.task).cmp(&(b.step, &b.task)));
+    if let Some(w) = aggregate.windows(2).find(|w| (w[0].step, &w[0].task) == (w[1].step, &w[1].task)) {
+        bail!("task {} has two aggregate scores at step {}", w[0].task, w[0].step);
+    }
+    loaded.tasks = aggregate;
+    Ok(loaded)
+}
+
+/// [`load`] holding every example row (small inputs, tests).
+pub fn load_all(
+    reader: &dyn Reader,
+    inputs: &[PathBuf],
+    rule: &StepRule,
+    ingest: &Ingest,
+) -> Result<(Loaded, Vec<ExampleRecord>)> {
+    let mut all = Vec::new();
+    let loaded = load(reader, inputs, rule, ingest, &mut |_, rows| {
+        all.extend(rows);
+        Ok(())
+    })?;
+    all.sort_by(|a, b| (a.step, &a.task, &a.example_id).cmp(&(b.step, &b.task, &b.example_id)));
+    Ok((loaded, all))
+}
+
+/// Refuses a trail whose doc has another number of options or another target at one checkpoint
+/// than at an earlier one: its checkpoints would be compared on different questions (a changed
+/// task version, a mixed-up folder). The error names both files, the doc and both steps.
+pub fn same_questions(task: &str, per_step: &BTreeMap<u64, (PathBuf, Vec<ExampleRecord>)>) -> Result<()> {
+    let mut first: BTreeMap<&str, (usize, u32, u64, &Path, &Vec<String>)> = BTreeMap::new();
+    for (&step, (path, rows)) in per_step {
+        for r in rows {
+            let seen = first.entry(&r.example_id).or_insert((r.logliks.len(), r.gold, step, path, &r.targets));
+            if r.is_generation() && seen.4 != &r.targets {
+                bail!(
+                    "{}: doc {} of task {task} has target {:?} at step {step}, but target {:?} at step {} ({}): the checkpoints would be compared on different questions",
+                    path.display(),
+                    r.example_id.strip_prefix(&format!("{task}/")).unwrap_or(&r.example_id),
+                    r.targets,
+                    seen.4,
+                    seen.2,
+                    seen.3.display()
+                );
+            }
+            if (seen.0, seen.1) != (r.logliks.len(), r.gold) {
+                bail!(
+                    "{}: doc {} of task {task} has {} options and target {} at step {step}, but {} options and target {} at step {} ({}): the checkpoints would be compared on different questions",
+                    path.display(),
+                    r.example_id.strip_prefix(&format!("{task}/")).unwrap_or(&r.example_id),
+                    r.logliks.len(),
+                    r.gold,
+                    seen.0,
+                    seen.1,
+                    seen.2,
+                    seen.3.display()
+                );
+            }
+        }
+    }
+    Ok(())
+}

@@ -9,6 +9,7 @@
 
 pub mod plot;
 pub mod png;
+pub mod recipe;
 pub mod study;
 
 use analysis::compare::{DifferenceRow, StabilityRow};
@@ -31,10 +32,10 @@ pub struct Args {
     /// Folder the figure or table is written to
     #[arg(long, default_value = "figures")]
     pub out: PathBuf,
-    /// Folder of `pythia-<size>-deduped/` lm-evaluation-harness results (fig7, table3)
+    /// Folder of `pythia-<size>-deduped/` lm-evaluation-harness results (fig7, table3, table8)
     #[arg(long, default_value = "data/external/pythia-v1-zero-shot")]
     pub pythia: PathBuf,
-    /// Folder of committed study runs, `results/<run>/` (`just study`; table6, table7, fig8)
+    /// Folder of committed study runs, `results/<run>/` (`just study`; table3, table6-8, fig8)
     #[arg(long, default_value = "results")]
     pub results: PathBuf,
 }

@@ -28,7 +28,7 @@ const BINARIES: [(&str, &str); 16] = [
     ("table5_size_trend", env!("CARGO_BIN_EXE_table5_size_trend")),
     ("table6_study_tasks", env!("CARGO_BIN_EXE_table6_study_tasks")),
     ("table7_study_runs", env!("CARGO_BIN_EXE_table7_study_runs")),
-    ("table8_recipe_claims", env!("CARGO_BIN_EXE_table8_recipe_claims")),
+    ("table8_claim_contrasts", env!("CARGO_BIN_EXE_table8_claim_contrasts")),
 ];
 
 fn copy_dir(from: &Path, to: &Path) {

@@ -20,6 +20,7 @@ use serde::Serialize;
 use crate::compare::DifferenceRow;
 use crate::continuous::Metric;
 use crate::power::{n_for_power, z};
+use crate::seeds::{self, RecipeEstimate};
 use crate::stats::mean;
 use crate::trend::Slope;
 use crate::TaskMetrics;
@@ -79,6 +80,29 @@ pub struct Claim {
     /// the side and threshold of the rule (of its first metric for a claim over every metric)
     #[serde(skip)]
     pub against: Option<(Side, f64)>,
+    /// each metric's decision (one part for a pooled claim, one per metric for a claim over
+    /// several metrics), what a recipe-level combination ([`recipe_claim`]) decides on
+    #[serde(skip)]
+    pub parts: Vec<Part>,
+}
+
+/// One metric's decision inside a claim.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Part {
+    /// `acc`, `acc_norm`, `gold_logprob`, `margin`, or the statistic of a pooled claim
+    pub metric: &'static str,
+    pub estimate: f64,
+    pub low: f64,
+    pub high: f64,
+    pub verdict: Verdict,
+    /// None where nothing could be estimated
+    pub against: Option<(Side, f64)>,
+}
+
+impl Part {
+    fn of(metric: &'static str, d: &Decided) -> Part {
+        Part { metric, estimate: d.estimate, low: d.low, high: d.high, verdict: d.verdict, against: d.against }
+    }
 }
 
 /// One decided statistic.
@@ -164,7 +188,10 @@ fn claim_from(
     detail: String,
     command: &'static str,
 ) -> Claim {
+    let parts =
+        if d.against.is_some() { vec![Part::of(if id == "C16" { "slope" } else { "acc" }, &d)] } else { vec![] };
     Claim {
+        parts,
         id,
         claim,
         rule,
@@ -250,6 +277,7 @@ fn diff_claim(
     let rel = if side == Side::Below { "<" } else { ">" };
     let n_needed = ds.iter().filter_map(|d| d.1.n_needed).max();
     Claim {
+        parts: ds.iter().map(|(m, d)| Part::of(m.name(), d)).collect(),
         id,
         claim,
         rule: format!(
@@ -513,9 +541,277 @@ pub fn claims(
     out
 }
 
+/// One metric of a claim at the level of the training recipe.
+#[derive(Debug, Clone, PartialEq)]
+pub struct RecipePart {
+    pub metric: &'static str,
+    /// the runs' estimates, in run order
+    pub runs: Vec<f64>,
+    /// the random-effects combination ([`seeds::recipe_estimate`]); None where every run gives
+    /// the same value
+    pub estimate: Option<RecipeEstimate>,
+    pub verdict: Verdict,
+    /// runs that would decide this metric at the runs' observed mean and spread
+    /// ([`seeds::runs_needed`]); None when decided, or never within the search
+    pub runs_needed: Option<usize>,
+    pub against: (Side, f64),
+}
+
+/// How a claim reads over runs that differ only in their seeds.
+#[derive(Debug, Clone, PartialEq)]
+pub enum RecipeClaim {
+    /// Decided on the combination of the runs' estimates, metric by metric, and combined as a
+    /// single run's claim is (holds if every metric holds, does not hold if any fails).
+    Combined {
+        parts: Vec<RecipePart>,
+        verdict: Verdict,
+        /// for an inconclusive claim, the runs that would decide it at the observed means and
+        /// spreads: the fewest that decide a metric whose mean is on the wrong side (one such
+        /// metric failing is enough), else the most any metric needs to hold (every metric must);
+        /// None when decided or when no number up to the search's maximum would do
+        seeds_to_decide: Option<usize>,
+    },
+    /// Every run gives the same estimates and intervals: the claim does not depend on the run
+    /// (it is decided on data outside the runs, such as the Pythia suite) or the runs are
+    /// copies; the runs' common verdict stands, and more seeds would not change it.
+    Identical { verdict: Verdict },
+    /// Some run has no estimate for some metric of the claim.
+    NotEstimated,
+}
+
+impl RecipeClaim {
+    /// The verdict at the recipe level (None where not every run has an estimate).
+    pub fn verdict(&self) -> Option<Verdict> {
+        match self {
+            RecipeClaim::Combined { verdict, .. } | RecipeClaim::Identical { verdict } => Some(*verdict),
+            RecipeClaim::NotEstimated => None,
+        }
+    }
+
+    /// The runs (indices) whose own verdict differs from the recipe's.
+    pub fn disagreeing(&self, runs: &[&Claim]) -> Vec<usize> {
+        match self.verdict() {
+            Some(v) => (0..runs.len()).filter(|&i| runs[i].verdict != v).collect(),
+            None => vec![],
+        }
+    }
+}
+
+/// One claim of several runs of a recipe (the same claim of each run, in run order), combined
+/// at `level` with the random-effects t interval of [`seeds::recipe_estimate`] metric by
+/// metric; `max_runs` bounds the search for the seeds that would decide an inconclusive claim.
+pub fn recipe_claim(runs: &[&Claim], level: f64, max_runs: usize) -> RecipeClaim {
+    let Some(first) = runs.first() else { return RecipeClaim::NotEstimated };
+    let same_parts = |c: &&Claim| {
+        c.parts.len() == first.parts.len()
+            && c.parts.iter().zip(&first.parts).all(|(a, b)| a.metric == b.metric && a.against == b.against)
+    };
+    if first.parts.is_empty()
+        || !runs.iter().all(same_parts)
+        || runs.iter().flat_map(|c| &c.parts).any(|p| p.against.is_none() || !p.estimate.is_finite())
+    {
+        return RecipeClaim::NotEstimated;
+    }
+    if runs.iter().all(|c| c.parts == first.parts && c.verdict == first.verdict) {
+        return RecipeClaim::Identical { verdict: first.verdict };
+    }
+    let parts: Vec<RecipePart> = first
+        .parts
+        .iter()
+        .enumerate()
+        .map(|(m, p)| {
+            let (side, threshold) = p.against.expect("checked above");
+            let est: Vec<f64> = runs.iter().map(|c| c.parts[m].estimate).collect();
+            let estimate = seeds::recipe_estimate(&est, level);
+            let verdict = estimate
+                .as_ref()
+                .map_or(Verdict::Inconclusive, |e| decide(e.estimate, e.low, e.high, side, threshold, e.se, 1).verdict);
+            let runs_needed = (verdict == Verdict::Inconclusive)
+                .then(|| seeds::runs_needed(&est, threshold, level, max_runs))
+                .flatten();
+            RecipePart { metric: p.metric, runs: est, estimate, verdict, runs_needed, against: (side, threshold) }
+        })
+        .collect();
+    let verdict = if parts.iter().all(|p| p.verdict == Verdict::Holds) {
+        Verdict::Holds
+    } else if parts.iter().any(|p| p.verdict == Verdict::DoesNotHold) {
+        Verdict::DoesNotHold
+    } else {
+        Verdict::Inconclusive
+    };
+    let seeds_to_decide = (verdict == Verdict::Inconclusive).then(|| seeds_to_decide(&parts)).flatten();
+    RecipeClaim::Combined { parts, verdict, seeds_to_decide }
+}
+
+/// Whether a metric's mean over runs lies on the side its claim does not claim.
+fn wrong_side(p: &RecipePart) -> bool {
+    let m = crate::stats::mean(&p.runs);
+    match p.against {
+        (Side::Above, t) => m < t,
+        (Side::Below, t) => m > t,
+    }
+}
+
+/// The runs that decide an inconclusive claim over several metrics: one metric failing decides
+/// it (the fewest runs over the metrics whose mean is on the wrong side), else every metric
+/// must hold (the most over them, None if one is never decided).
+fn seeds_to_decide(parts: &[RecipePart]) -> Option<usize> {
+    let wrong: Vec<&RecipePart> = parts.iter().filter(|p| wrong_side(p)).collect();
+    if wrong.is_empty() {
+        parts
+            .iter()
+            .map(|p| if p.verdict == Verdict::Holds { Some(p.runs.len()) } else { p.runs_needed })
+            .try_fold(0, |a, r| Some(a.max(r?)))
+    } else {
+        wrong.iter().filter_map(|p| p.runs_needed).min()
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A claim of one run with the given parts (metric, estimate, verdict), decided against 0
+    /// below (as the remedies' claims are).
+    fn run_claim(parts: &[(&'static str, f64, Verdict)]) -> Claim {
+        let parts: Vec<Part> = parts
+            .iter()
+            .map(|&(metric, estimate, verdict)| Part {
+                metric,
+                estimate,
+                low: estimate - 0.001,
+                high: estimate + 0.001,
+                verdict,
+                against: Some((Side::Below, 0.0)),
+            })
+            .collect();
+        let combined = if parts.iter().all(|p| p.verdict == Verdict::Holds) {
+            Verdict::Holds
+        } else if parts.iter().any(|p| p.verdict == Verdict::DoesNotHold) {
+            Verdict::DoesNotHold
+        } else {
+            Verdict::Inconclusive
+        };
+        Claim {
+            id: "C5",
+            claim: "",
+            rule: String::new(),
+            estimate: parts[0].estimate,
+            ci_low: parts[0].low,
+            ci_high: parts[0].high,
+            verdict: combined,
+            n_needed: None,
+            detail: String::new(),
+            command: "",
+            against: parts[0].against,
+            parts,
+        }
+    }
+
+    /// By hand: acc over three runs -1, -2, -3 (mean -2, sd 1, se 1/sqrt 3), t_{0.975, 2} =
+    /// 4.3027: [-4.48, +0.48], inconclusive, although each run holds; 4 runs at that mean and sd
+    /// would decide it (`seeds::runs_needed`).
+    #[test]
+    fn a_recipe_claim_by_hand() {
+        let h = Verdict::Holds;
+        let runs = [run_claim(&[("acc", -1.0, h)]), run_claim(&[("acc", -2.0, h)]), run_claim(&[("acc", -3.0, h)])];
+        let refs: Vec<&Claim> = runs.iter().collect();
+        let r = recipe_claim(&refs, 0.95, 100);
+        let RecipeClaim::Combined { parts, verdict, seeds_to_decide } = &r else { panic!("{r:?}") };
+        let e = parts[0].estimate.as_ref().unwrap();
+        assert_eq!((e.estimate, e.df), (-2.0, 2));
+        assert!((e.high - (-2.0 + 4.302653 / 3f64.sqrt())).abs() < 1e-5, "{e:?}");
+        assert_eq!((*verdict, *seeds_to_decide), (Verdict::Inconclusive, Some(4)));
+        assert_eq!(parts[0].runs, [-1.0, -2.0, -3.0]);
+        // every run holds on its own, so each disagrees with the inconclusive recipe
+        assert_eq!(r.disagreeing(&refs), [0, 1, 2]);
+        // a tight spread decides it, and no run disagrees
+        let runs = [run_claim(&[("acc", -1.0, h)]), run_claim(&[("acc", -1.01, h)]), run_claim(&[("acc", -0.99, h)])];
+        let refs: Vec<&Claim> = runs.iter().collect();
+        let r = recipe_claim(&refs, FAMILY_LEVEL, 100);
+        assert_eq!(r.verdict(), Some(Verdict::Holds));
+        assert!(r.disagreeing(&refs).is_empty());
+        assert!(matches!(r, RecipeClaim::Combined { seeds_to_decide: None, .. }));
+    }
+
+    /// A claim over several metrics is combined metric by metric, as one run's is: a metric whose
+    /// recipe interval lies on the wrong side decides it (does not hold) whatever acc says, and an
+    /// inconclusive claim needs the most runs any metric needs when every mean is on the claimed
+    /// side, the fewest a wrong-side metric needs otherwise.
+    #[test]
+    fn a_recipe_claim_over_several_metrics_holds_only_if_each_holds() {
+        let (h, n, i) = (Verdict::Holds, Verdict::DoesNotHold, Verdict::Inconclusive);
+        let three = |acc: [f64; 3], other: [f64; 3]| -> Vec<Claim> {
+            (0..3).map(|r| run_claim(&[("acc", acc[r], i), ("margin", other[r], h)])).collect()
+        };
+        let decided = |runs: &[Claim]| recipe_claim(&runs.iter().collect::<Vec<_>>(), FAMILY_LEVEL, 1000);
+        // acc inconclusive (spread over 0), margin clearly above 0: does not hold
+        let r = decided(&three([-0.01, 0.0, 0.01], [1.0, 1.001, 0.999]));
+        assert_eq!(r.verdict(), Some(n), "{r:?}");
+        // acc inconclusive, margin holds: inconclusive; acc's mean (-0.1) on the claimed side,
+        // so the claim needs what acc needs
+        let r = decided(&three([-0.2, -0.1, 0.0], [-1.0, -1.001, -0.999]));
+        let RecipeClaim::Combined { parts, verdict, seeds_to_decide } = &r else { panic!("{r:?}") };
+        assert_eq!((*verdict, parts[1].verdict), (i, h));
+        let acc = seeds::runs_needed(&[-0.2, -0.1, 0.0], 0.0, FAMILY_LEVEL, 1000);
+        assert!(acc.is_some_and(|n| n > 3));
+        assert_eq!(*seeds_to_decide, acc);
+        // both inconclusive, margin's mean on the wrong side: the runs margin needs to fail
+        let r = decided(&three([-0.2, -0.1, 0.0], [0.1, 0.0, 0.2]));
+        let RecipeClaim::Combined { verdict, seeds_to_decide, .. } = &r else { panic!("{r:?}") };
+        assert_eq!(*verdict, i);
+        assert_eq!(*seeds_to_decide, seeds::runs_needed(&[0.1, 0.0, 0.2], 0.0, FAMILY_LEVEL, 1000));
+    }
+
+    /// Runs that give one claim the same estimates (the Pythia claim, or copies of one run) keep
+    /// their common verdict; a run without an estimate leaves the recipe undecided.
+    #[test]
+    fn identical_and_missing_runs_in_a_recipe() {
+        let h = Verdict::Holds;
+        let runs = [run_claim(&[("acc", -1.0, h)]), run_claim(&[("acc", -1.0, h)])];
+        let refs: Vec<&Claim> = runs.iter().collect();
+        assert_eq!(recipe_claim(&refs, FAMILY_LEVEL, 100), RecipeClaim::Identical { verdict: h });
+        let mut missing = run_claim(&[("acc", -1.0, h)]);
+        missing.parts[0].against = None;
+        let refs = vec![&runs[0], &missing];
+        assert_eq!(recipe_claim(&refs, FAMILY_LEVEL, 100), RecipeClaim::NotEstimated);
+        assert_eq!(RecipeClaim::NotEstimated.disagreeing(&refs), Vec::<usize>::new());
+        // a run missing a metric the others have
+        let short = run_claim(&[("acc", -2.0, h)]);
+        let long = run_claim(&[("acc", -1.0, h), ("margin", -1.0, h)]);
+        assert_eq!(recipe_claim(&[&short, &long], FAMILY_LEVEL, 100), RecipeClaim::NotEstimated);
+        assert_eq!(recipe_claim(&[], FAMILY_LEVEL, 100), RecipeClaim::NotEstimated);
+    }
+
+    proptest::proptest! {
+        /// Over random runs: a recipe verdict is the combination of its metrics' verdicts, each
+        /// metric's verdict is its interval's side of the threshold, and the seeds an
+        /// inconclusive claim needs are more than the runs it has.
+        #[test]
+        fn recipe_verdicts_follow_their_intervals(
+            est in proptest::collection::vec((-0.02f64..0.02, -0.02f64..0.02), 2..6),
+        ) {
+            let i = Verdict::Inconclusive;
+            let runs: Vec<Claim> = est.iter().map(|&(a, m)| run_claim(&[("acc", a, i), ("margin", m, i)])).collect();
+            let refs: Vec<&Claim> = runs.iter().collect();
+            let r = recipe_claim(&refs, FAMILY_LEVEL, 1000);
+            if let RecipeClaim::Combined { parts, verdict, seeds_to_decide } = &r {
+                for p in parts {
+                    let e = p.estimate.as_ref().unwrap();
+                    let want = if e.high < 0.0 { Verdict::Holds } else if e.low > 0.0 { Verdict::DoesNotHold } else { i };
+                    proptest::prop_assert_eq!(p.verdict, want);
+                }
+                let all_hold = parts.iter().all(|p| p.verdict == Verdict::Holds);
+                let any_fails = parts.iter().any(|p| p.verdict == Verdict::DoesNotHold);
+                let want = if all_hold { Verdict::Holds } else if any_fails { Verdict::DoesNotHold } else { i };
+                proptest::prop_assert_eq!(*verdict, want);
+                if let Some(n) = seeds_to_decide {
+                    proptest::prop_assert!(*n > runs.len(), "{} runs, {} to decide", runs.len(), n);
+                }
+                proptest::prop_assert!(*verdict == i || seeds_to_decide.is_none());
+            }
+        }
+    }
 
     #[test]
     fn verdicts_follow_the_interval() {

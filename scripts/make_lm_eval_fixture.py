@@ -40,6 +40,12 @@ WORDS = (
 TASKS = {"arc_easy": 4, "piqa": 2}
 
 
+def task_set(n):
+    """The two tasks above, or with --tasks N != 2 (the ingest bench's folders), N four-option
+    tasks arc_easy_00, arc_easy_01, ... made like arc_easy."""
+    return dict(TASKS) if n == 2 else {f"arc_easy_{i:02d}": 4 for i in range(n)}
+
+
 def sha(s):
     return hashlib.sha256(s.encode("utf-8")).hexdigest()
 
@@ -52,7 +58,7 @@ def make_docs(rng, task, n):
     """(doc, context, choices, gold) per question, as the task's doc_to_* functions give them."""
     out = []
     for i in range(n):
-        if task == "arc_easy":
+        if task.startswith("arc_easy"):
             choices = [phrase(rng, 1, 4) for _ in range(4)]
             gold = rng.randrange(4)
             question = f"Which of these is made of {phrase(rng, 2, 5)}?"
@@ -90,7 +96,9 @@ def main():
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--steps", default="100,200,300,400", help="the checkpoint steps, comma-separated")
     ap.add_argument("--docs", type=int, default=60, help="questions per task")
+    ap.add_argument("--tasks", type=int, default=2, help="2: arc_easy and piqa; else that many arc_easy-like tasks")
     args = ap.parse_args()
+    TASKS = task_set(args.tasks)
     steps = [int(s) for s in args.steps.split(",")]
     if len(set(steps)) != len(steps) or args.docs < 2:
         sys.exit("make_lm_eval_fixture: the steps must differ and --docs be at least 2")

@@ -72,9 +72,16 @@ pub fn load_input(dir: &Path) -> Result<Input> {
     load_inputs(&[dir.to_path_buf()], &records::harness::StepRule::default(), &Ingest::default())
 }
 
-/// The harness readers, in the order their outputs are recognised.
+/// The harness readers, in the order their outputs are recognised: the layouts with their own
+/// file names first, lm-evaluation-harness (whose reader also takes flat folders of `*.json`
+/// results) last.
 fn readers() -> Vec<Box<dyn Reader>> {
-    vec![Box::new(records::harness::LmEval)]
+    vec![
+        Box::new(records::lighteval::Lighteval),
+        Box::new(records::olmes::Olmes),
+        Box::new(records::llmjp::LlmJpEval),
+        Box::new(records::harness::LmEval),
+    ]
 }
 
 /// One run or eval folder, or a harness's outputs (lm-evaluation-harness: results and samples
@@ -202,11 +209,15 @@ pub fn run(
     if let Some(c) = &ingest.cache {
         refuse_cache_inside_inputs(c, inputs)?;
     }
+    let t0 = std::time::Instant::now();
     let input = load_inputs(inputs, &rule, &ingest)?;
     for n in &input.notices {
         eprintln!("note: {n}");
     }
+    let t1 = std::time::Instant::now();
+    eprintln!("read in {:.1} s; analysing {} task(s) with example rows", (t1 - t0).as_secs_f64(), input.panels.len());
     let r = write(&input, &out, opts, html)?;
+    eprintln!("analysed in {:.1} s", t1.elapsed().as_secs_f64());
     let primary = opts.primary().name();
     Ok(format!(
         "{}\n{}\n{}\n\n{}\ntables written to {}{}\n",

@@ -16,6 +16,9 @@
 pub mod cache;
 pub mod harness;
 pub mod source;
+pub mod lighteval;
+pub mod llmjp;
+pub mod olmes;
 
 use anyhow::{bail, Context as _, Result};
 use polars::prelude::*;

@@ -181,6 +181,7 @@ pub fn load(
                 ));
                 continue;
             }
+            same_examples(&trail, &per_step)?;
             same_questions(&trail, &per_step)?;
             let mut rows: Vec<ExampleRecord> = per_step.into_values().flat_map(|(_, rows)| rows).collect();
             rows.sort_by(|a, b| (a.step, &a.example_id).cmp(&(b.step, &b.example_id)));
@@ -220,6 +221,45 @@ pub fn load_all(
     })?;
     all.sort_by(|a, b| (a.step, &a.task, &a.example_id).cmp(&(b.step, &b.task, &b.example_id)));
     Ok((loaded, all))
+}
+
+/// Refuses a trail whose checkpoints score different examples (a run cut short, a filtered
+/// rerun, mixed-up folders): the error names the file and step that differ from the first, and
+/// a few of the missing and extra example ids.
+pub fn same_examples(task: &str, per_step: &BTreeMap<u64, (PathBuf, Vec<ExampleRecord>)>) -> Result<()> {
+    let mut it = per_step.iter();
+    let Some((first_step, (first_path, first_rows))) = it.next() else { return Ok(()) };
+    let first: BTreeSet<&str> = first_rows.iter().map(|r| r.example_id.as_str()).collect();
+    if first.len() != first_rows.len() {
+        let mut seen = BTreeSet::new();
+        let dup = first_rows.iter().find(|r| !seen.insert(r.example_id.as_str())).unwrap();
+        bail!("{}: example {} of task {task} appears twice", first_path.display(), dup.example_id);
+    }
+    for (step, (path, rows)) in it {
+        let ids: BTreeSet<&str> = rows.iter().map(|r| r.example_id.as_str()).collect();
+        if ids.len() != rows.len() {
+            let mut seen = BTreeSet::new();
+            let dup = rows.iter().find(|r| !seen.insert(r.example_id.as_str())).unwrap();
+            bail!("{}: example {} of task {task} appears twice", path.display(), dup.example_id);
+        }
+        if ids != first {
+            let few = |s: Vec<&&str>| {
+                let n = s.len();
+                let shown: Vec<&str> = s.into_iter().take(3).copied().collect();
+                format!("{n} ({}{})", shown.join(", "), if n > 3 { ", ..." } else { "" })
+            };
+            let missing: Vec<&&str> = first.difference(&ids).collect();
+            let extra: Vec<&&str> = ids.difference(&first).collect();
+            bail!(
+                "{}: task {task} at step {step} scores other examples than at step {first_step} ({}): missing {}, extra {}; the checkpoints would be compared on different example sets",
+                path.display(),
+                first_path.display(),
+                few(missing),
+                few(extra)
+            );
+        }
+    }
+    Ok(())
 }
 
 /// Refuses a trail whose doc has another number of options or another target at one checkpoint

@@ -131,10 +131,13 @@ impl Cache {
                 let key = (source.clone(), u.step, u.task.clone());
                 if let Some(e) = this.entries.get(&key) {
                     match this.current(e, reader, &meta, &u)? {
-                        Ok(()) => {
-                            let p = this.read_entry(e)?;
-                            return Ok((u, p, None));
-                        }
+                        Ok(()) => match this.read_entry(e) {
+                            Ok(p) => return Ok((u, p, None)),
+                            Err(err) => notes
+                                .lock()
+                                .unwrap()
+                                .push(format!("{}: its cached rows are unreadable ({err:#}); parsed again", u.path.display())),
+                        },
                         Err(why) => notes.lock().unwrap().push(format!("{}: {why}; parsed again", u.path.display())),
                     }
                 }
@@ -198,17 +201,9 @@ impl Cache {
             Vec::new()
         } else {
             let path = self.dir.join(UNITS).join(&e.file);
-            let rows = crate::read_examples(&path).with_context(|| {
-                format!("the ingest cache's rows of {} (remove {} to rebuild it)", e.source.display(), self.dir.display())
-            })?;
+            let rows = crate::read_examples(&path)?;
             if rows.len() != e.rows {
-                bail!(
-                    "{}: {} rows, the manifest says {} (remove {} to rebuild the cache)",
-                    path.display(),
-                    rows.len(),
-                    e.rows,
-                    self.dir.display()
-                );
+                bail!("{}: {} rows, the manifest says {}", path.display(), rows.len(), e.rows);
             }
             rows
         };

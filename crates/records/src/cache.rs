@@ -104,16 +104,7 @@ impl Cache {
             .filter(|e| e.reader == reader.name())
             .map(|e| ((e.source.clone(), e.step, e.task.clone()), e))
             .collect();
-        Ok(Cache {
-            dir: dir.to_path_buf(),
-            _lock: lock,
-            verify,
-            entries,
-            notes,
-            parsed: 0,
-            cached: 0,
-            changed: false,
-        })
+        Ok(Cache { dir: dir.to_path_buf(), _lock: lock, verify, entries, notes, parsed: 0, cached: 0, changed: false })
     }
 
     /// The rows of every unit: from the cache where its entry is current, else parsed (in
@@ -124,19 +115,18 @@ impl Cache {
         let results: Vec<(Unit, Parsed, Option<Entry>)> = units
             .into_par_iter()
             .map(|u| {
-                let source = std::fs::canonicalize(&u.path)
-                    .with_context(|| format!("{}: cannot resolve", u.path.display()))?;
-                let meta =
-                    std::fs::metadata(&source).with_context(|| format!("{}: cannot stat", u.path.display()))?;
+                let source =
+                    std::fs::canonicalize(&u.path).with_context(|| format!("{}: cannot resolve", u.path.display()))?;
+                let meta = std::fs::metadata(&source).with_context(|| format!("{}: cannot stat", u.path.display()))?;
                 let key = (source.clone(), u.step, u.task.clone());
                 if let Some(e) = this.entries.get(&key) {
                     match this.current(e, reader, &meta, &u)? {
                         Ok(()) => match this.read_entry(e) {
                             Ok(p) => return Ok((u, p, None)),
-                            Err(err) => notes
-                                .lock()
-                                .unwrap()
-                                .push(format!("{}: its cached rows are unreadable ({err:#}); parsed again", u.path.display())),
+                            Err(err) => notes.lock().unwrap().push(format!(
+                                "{}: its cached rows are unreadable ({err:#}); parsed again",
+                                u.path.display()
+                            )),
                         },
                         Err(why) => notes.lock().unwrap().push(format!("{}: {why}; parsed again", u.path.display())),
                     }

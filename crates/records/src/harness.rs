@@ -731,7 +731,11 @@ fn walk(dir: &Path, out: &mut Vec<Found>, notices: &mut Vec<String>) -> Result<(
     while let Some(d) = stack.pop() {
         let real = std::fs::canonicalize(&d).with_context(|| format!("{}: cannot resolve", d.display()))?;
         if !walked.insert(real.clone()) {
-            notices.push(format!("{}: a link to {}, which is already read; not followed again", d.display(), real.display()));
+            notices.push(format!(
+                "{}: a link to {}, which is already read; not followed again",
+                d.display(),
+                real.display()
+            ));
             continue;
         }
         let mut entries: Vec<PathBuf> = std::fs::read_dir(&d)
@@ -962,8 +966,7 @@ pub struct Loaded {
 /// trail per filter, [`read_generation_samples`]). A (step, task) with samples but no results
 /// row gets its task row from the samples. Rows are ordered by step, task (and example).
 pub fn load(inputs: &[PathBuf], rule: &StepRule) -> Result<Loaded> {
-    let (l, examples) =
-        crate::source::load_all(&LmEval, inputs, rule, &crate::source::Ingest::default())?;
+    let (l, examples) = crate::source::load_all(&LmEval, inputs, rule, &crate::source::Ingest::default())?;
     if l.tasks.is_empty() {
         bail!(
             "{}: no task with an `acc` in any results or samples file",

@@ -15,10 +15,10 @@
 
 pub mod cache;
 pub mod harness;
-pub mod source;
 pub mod lighteval;
 pub mod llmjp;
 pub mod olmes;
+pub mod source;
 
 use anyhow::{bail, Context as _, Result};
 use polars::prelude::*;

@@ -154,12 +154,7 @@ pub fn load(
             for (trail, rows) in per {
                 let at = trails.entry(trail.clone()).or_default();
                 if let Some((other, _)) = at.get(&u.step) {
-                    bail!(
-                        "{}: trail {trail} at step {} is also in {}",
-                        u.path.display(),
-                        u.step,
-                        other.display()
-                    );
+                    bail!("{}: trail {trail} at step {} is also in {}", u.path.display(), u.step, other.display());
                 }
                 at.insert(u.step, (u.path.clone(), rows));
             }

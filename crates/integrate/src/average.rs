@@ -1,7 +1,8 @@
 //! Checkpoint averaging over safetensors files, streamed.
 //!
 //! Inputs are memory-mapped; every element is accumulated in f64 (or f32) over the k inputs in
-//! order with the given weights and rounded back to the stored dtype (F32, F64, BF16 or F16).
+//! order with the given weights and rounded once to the output dtype: the stored one (F32, F64,
+//! BF16 or F16), or F32, BF16 or F16 for every tensor ([`Layout`], `--out-dtype`).
 //! The work is split across elements into jobs of [`CHUNK`] elements of one tensor, run on the
 //! rayon pool; a job sums blocks of elements in registers (16 at a time, across up to 4 inputs
 //! per pass over the block), rounds them into a buffer of its thread, and writes the buffer at
@@ -10,9 +11,11 @@
 //! order, then one rounding) those of a sequential pass, so the bytes do not depend on the
 //! number of threads. A checkpoint is a
 //! `.safetensors` file, or a folder holding `model.safetensors` or a sharded Hugging Face
-//! checkpoint (`model.safetensors.index.json` and its shards); a sharded output keeps the shard
-//! layout of the first input. The output files are staged as one [`output::FileSet`] and moved
-//! into place together when complete; on any error nothing is left behind.
+//! checkpoint (`model.safetensors.index.json` and its shards). The output is one file, or shards
+//! of at most a given size with an index, split as transformers' `save_pretrained` splits a
+//! model ([`plan_shards`]), whatever the inputs' shards. The output files are staged as one
+//! [`output::FileSet`] and moved into place together when complete; on any error nothing is
+//! left behind.
 
 use anyhow::{bail, Context, Result};
 use memmap2::Mmap;
@@ -291,10 +294,12 @@ fn encode(dtype: Dtype, acc: &[f64], out: &mut [u8]) {
     }
 }
 
-/// One output tensor: its dtype, its inputs' bytes, and whether they are all identical (with
-/// weights summing to one, the output is then the input itself, bit for bit).
+/// One output tensor: its inputs' dtype, the dtype it is written in, its inputs' bytes, and
+/// whether they are all identical (with weights summing to one and no change of dtype, the
+/// output is then the input itself, bit for bit).
 struct Plan<'a> {
     dtype: Dtype,
+    out: Dtype,
     inputs: Vec<&'a [u8]>,
     copy: bool,
 }
@@ -305,7 +310,7 @@ struct Plan<'a> {
 /// operations, so the bytes are those of a sequential pass whatever the threads.
 #[inline(always)]
 fn compute_range(plan: &Plan, weights: &[f64], acc: Accumulate, range: std::ops::Range<usize>, out: &mut [u8]) {
-    let size = plan.dtype.bitsize() / 8;
+    let size = plan.out.bitsize() / 8;
     if plan.copy {
         out.copy_from_slice(&plan.inputs[0][range.start * size..range.end * size]);
         return;
@@ -337,7 +342,7 @@ fn compute_range(plan: &Plan, weights: &[f64], acc: Accumulate, range: std::ops:
                 a64.iter_mut().zip(a32.iter()).for_each(|(d, &s)| *d = s as f64);
             }
         }
-        encode(plan.dtype, a64, &mut out[o..o + n * size]);
+        encode(plan.out, a64, &mut out[o..o + n * size]);
         o += n * size;
         start = end;
     }
@@ -410,9 +415,164 @@ fn header(tensors: &mut [(&str, Dtype, Vec<usize>)]) -> Result<(Vec<u8>, Vec<usi
     Ok((head, offsets))
 }
 
+/// The dtype an average's tensors are written in (`--out-dtype`, mergekit's `out_dtype`);
+/// without one, every tensor keeps its inputs' dtype.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize, clap::ValueEnum)]
+#[serde(rename_all = "lowercase")]
+pub enum OutDtype {
+    F32,
+    Bf16,
+    F16,
+}
+
+impl OutDtype {
+    pub fn dtype(self) -> Dtype {
+        match self {
+            OutDtype::F32 => Dtype::F32,
+            OutDtype::Bf16 => Dtype::BF16,
+            OutDtype::F16 => Dtype::F16,
+        }
+    }
+
+    /// A dtype named as mergekit names it (`float32`, `bfloat16`, `float16`, with or without
+    /// `torch.`), or as `--out-dtype` does (`f32`, `bf16`, `f16`).
+    pub fn from_name(name: &str) -> Option<OutDtype> {
+        match name.strip_prefix("torch.").unwrap_or(name) {
+            "float32" | "f32" => Some(OutDtype::F32),
+            "bfloat16" | "bf16" => Some(OutDtype::Bf16),
+            "float16" | "f16" => Some(OutDtype::F16),
+            _ => None,
+        }
+    }
+}
+
+/// transformers' and huggingface_hub's default `max_shard_size`: 5 GB (5 x 10^9 bytes).
+pub const DEFAULT_SHARD_SIZE: u64 = 5_000_000_000;
+
+/// How an average is written: the dtype of its tensors, and at most how many tensor bytes go
+/// into one file before the output is split into shards with an index.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Layout {
+    /// None: every tensor in its inputs' dtype
+    pub dtype: Option<OutDtype>,
+    /// as transformers' `max_shard_size`: a tensor larger than this gets a shard of its own;
+    /// `u64::MAX` for one file whatever the size
+    pub max_shard_size: u64,
+}
+
+impl Default for Layout {
+    fn default() -> Self {
+        Layout { dtype: None, max_shard_size: DEFAULT_SHARD_SIZE }
+    }
+}
+
+impl Layout {
+    /// One file, every tensor in its inputs' dtype.
+    pub const ONE_FILE: Layout = Layout { dtype: None, max_shard_size: u64::MAX };
+}
+
+/// A size as transformers' `max_shard_size` takes it (its `convert_file_size_to_int`): an integer
+/// number of bytes, or an integer followed by KB, MB, GB or TB (powers of 1000; a final lower-case
+/// `b`, as in "5Gb", counts bits) or KiB, MiB, GiB or TiB (powers of 1024), the unit in any case.
+pub fn parse_size(text: &str) -> Result<u64> {
+    let t = text.trim();
+    let upper = t.to_ascii_uppercase();
+    let units: [(&str, u64); 8] = [
+        ("KIB", 1 << 10),
+        ("MIB", 1 << 20),
+        ("GIB", 1 << 30),
+        ("TIB", 1 << 40),
+        ("KB", 1_000),
+        ("MB", 1_000_000),
+        ("GB", 1_000_000_000),
+        ("TB", 1_000_000_000_000),
+    ];
+    let (digits, factor, bits) = match units.iter().find(|(u, _)| upper.ends_with(u)) {
+        Some((u, f)) => (&t[..t.len() - u.len()], *f, u.len() == 2 && t.ends_with('b')),
+        None => (t, 1, false),
+    };
+    let bad = || {
+        anyhow::anyhow!(
+            "{text:?} is not a size: give a whole number of bytes, or one followed by a unit (5GB, 500MB, 2GiB)"
+        )
+    };
+    let n: u64 = digits.trim().parse().map_err(|_| bad())?;
+    let bytes = n.checked_mul(factor).ok_or_else(bad)? / if bits { 8 } else { 1 };
+    if bytes == 0 {
+        bail!("{text:?}: a shard size must be at least one byte");
+    }
+    Ok(bytes)
+}
+
+/// The files an average is written to: each file's name and the tensors it holds, and the
+/// tensors' bytes in all (the index's `metadata.total_size`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ShardPlan {
+    pub files: Vec<(String, Vec<String>)>,
+    pub total_size: u64,
+}
+
+impl ShardPlan {
+    /// Whether the output is sharded (more than one file, with an index).
+    pub fn sharded(&self) -> bool {
+        self.files.len() > 1
+    }
+}
+
+/// Splits the tensors of `first` (in its order: shard by shard, each in file order), written in
+/// `out` (or each in its own dtype), as huggingface_hub's `split_torch_state_dict_into_shards`
+/// does for transformers' `save_pretrained`: tensors are added to the current shard until the
+/// next would take it over `max_shard_size` bytes; a tensor larger than that gets a shard of its
+/// own. One shard is the file `file` itself; several are `<stem>-00001-of-0000N.safetensors`
+/// (stem: `file` less `.safetensors`, as `model` in `model.safetensors`).
+pub fn plan_shards(first: &Checkpoint, out: Option<OutDtype>, max_shard_size: u64, file: &str) -> ShardPlan {
+    let mut order: Vec<(&String, &String, usize, Dtype, usize)> = first
+        .layout
+        .iter()
+        .map(|(name, (dtype, shape, range))| {
+            (&first.weight_map[name], name, range.start, out.map_or(*dtype, OutDtype::dtype), shape.iter().product())
+        })
+        .collect();
+    order.sort_by(|a, b| (a.0, a.2, a.1).cmp(&(b.0, b.2, b.1)));
+    let (mut shards, mut current, mut current_size, mut total) = (Vec::new(), Vec::new(), 0u64, 0u64);
+    for (_, name, _, dtype, numel) in order {
+        let size = (numel * dtype.bitsize() / 8) as u64;
+        total += size;
+        if size > max_shard_size {
+            shards.push(vec![name.clone()]);
+            continue;
+        }
+        if current_size + size > max_shard_size {
+            shards.push(std::mem::take(&mut current));
+            current_size = 0;
+        }
+        current.push(name.clone());
+        current_size += size;
+    }
+    if !current.is_empty() || shards.is_empty() {
+        shards.push(current);
+    }
+    let n = shards.len();
+    let files = if n == 1 {
+        vec![(file.to_string(), shards.pop().unwrap())]
+    } else {
+        let stem = file.strip_suffix(".safetensors").unwrap_or(file);
+        shards.into_iter().enumerate().map(|(i, s)| (format!("{stem}-{:05}-of-{n:05}.safetensors", i + 1), s)).collect()
+    };
+    ShardPlan { files, total_size: total }
+}
+
 /// Writes the weighted mean of the tensors `names` of `inputs` to `path` as one safetensors
-/// file, in parallel on the current rayon pool: jobs of [`CHUNK`] elements of one tensor.
-fn write_mean(inputs: &[Checkpoint], weights: &[f64], acc: Accumulate, names: &[&str], path: &Path) -> Result<()> {
+/// file, each tensor in `out` (or its inputs' dtype), in parallel on the current rayon pool:
+/// jobs of [`CHUNK`] elements of one tensor.
+fn write_mean(
+    inputs: &[Checkpoint],
+    weights: &[f64],
+    acc: Accumulate,
+    out: Option<Dtype>,
+    names: &[&str],
+    path: &Path,
+) -> Result<()> {
     use rayon::prelude::*;
     let first = &inputs[0];
     let mut tensors = Vec::with_capacity(names.len());
@@ -421,22 +581,23 @@ fn write_mean(inputs: &[Checkpoint], weights: &[f64], acc: Accumulate, names: &[
         if let Err(why) = averageable(dtype, acc) {
             bail!("{}: tensor `{name}`: {why}", first.shard_path(name).display());
         }
-        tensors.push((*name, dtype, shape));
+        tensors.push((*name, out.unwrap_or(dtype), shape));
     }
     let (head, offsets) = header(&mut tensors)?;
     let sums_to_one = (weights.iter().sum::<f64>() - 1.0).abs() < 1e-12;
     let mut plans = Vec::with_capacity(tensors.len());
-    for (name, dtype, _) in &tensors {
+    for (name, out_dtype, _) in &tensors {
+        let dtype = first.tensor(name)?.0;
         let bytes: Vec<&[u8]> = inputs.iter().map(|c| c.tensor(name).map(|t| t.2)).collect::<Result<_>>()?;
-        let copy = sums_to_one && bytes[1..].iter().all(|b| *b == bytes[0]);
-        plans.push(Plan { dtype: *dtype, inputs: bytes, copy });
+        let copy = sums_to_one && dtype == *out_dtype && bytes[1..].iter().all(|b| *b == bytes[0]);
+        plans.push(Plan { dtype, out: *out_dtype, inputs: bytes, copy });
     }
     let file = std::fs::OpenOptions::new().write(true).create(true).truncate(true).open(path)?;
     file.set_len((head.len() + offsets[offsets.len() - 1]) as u64)?;
     file.write_all_at(&head, 0)?;
     let mut jobs = Vec::new();
     for (t, plan) in plans.iter().enumerate() {
-        let size = plan.dtype.bitsize() / 8;
+        let size = plan.out.bitsize() / 8;
         let n = (offsets[t + 1] - offsets[t]) / size;
         for start in (0..n).step_by(CHUNK) {
             jobs.push((plan, start..(start + CHUNK).min(n), (head.len() + offsets[t] + start * size) as u64));
@@ -445,7 +606,7 @@ fn write_mean(inputs: &[Checkpoint], weights: &[f64], acc: Accumulate, names: &[
     // each job computes into a buffer of its thread and writes it at its place with pwrite (a
     // write error is an error, where a memory-mapped output would die of SIGBUS)
     jobs.into_par_iter().try_for_each_init(Vec::new, |buf: &mut Vec<u8>, (plan, range, at)| {
-        buf.resize(range.len() * (plan.dtype.bitsize() / 8), 0);
+        buf.resize(range.len() * (plan.out.bitsize() / 8), 0);
         compute_job(plan, weights, acc, range, buf);
         file.write_all_at(buf, at)
     })?;
@@ -514,14 +675,23 @@ pub fn check_compatible(inputs: &[Checkpoint]) -> Result<()> {
     Ok(())
 }
 
-fn check_inputs(inputs: &[Checkpoint], weights: &[f64]) -> Result<()> {
+/// Checks one finite weight per input, and that the inputs match.
+fn check_weighted_sum(inputs: &[Checkpoint], weights: &[f64]) -> Result<()> {
     if inputs.is_empty() || inputs.len() != weights.len() {
         bail!("need one weight per input ({} inputs, {} weights)", inputs.len(), weights.len());
     }
+    if weights.iter().any(|w| !w.is_finite()) {
+        bail!("weights must be finite numbers, got {weights:?}");
+    }
+    check_compatible(inputs)
+}
+
+/// As [`check_weighted_sum`], with weights that are non-negative and sum to 1 (an average).
+fn check_inputs(inputs: &[Checkpoint], weights: &[f64]) -> Result<()> {
     if weights.iter().any(|w| !(w.is_finite() && *w >= 0.0)) || (weights.iter().sum::<f64>() - 1.0).abs() > 1e-9 {
         bail!("weights must be non-negative and sum to 1, got {weights:?}");
     }
-    check_compatible(inputs)
+    check_weighted_sum(inputs, weights)
 }
 
 /// The averaging core alone: writes the weighted mean of every tensor of `inputs` to `path` as
@@ -530,12 +700,11 @@ fn check_inputs(inputs: &[Checkpoint], weights: &[f64]) -> Result<()> {
 pub fn average_file(inputs: &[Checkpoint], weights: &[f64], acc: Accumulate, path: &Path) -> Result<()> {
     check_inputs(inputs, weights)?;
     let names: Vec<&str> = inputs[0].weight_map.keys().map(String::as_str).collect();
-    write_mean(inputs, weights, acc, &names, path)
+    write_mean(inputs, weights, acc, None, &names, path)
 }
 
-/// Stages the weighted mean of `inputs` into `set`: as `file` for single-file inputs, or with
-/// the shard layout and index of the first input for sharded ones. `weights` must be
-/// non-negative and sum to 1. Returns the names written.
+/// Stages the weighted mean of `inputs` into `set` as the one file `file`, every tensor in its
+/// inputs' dtype. `weights` must be non-negative and sum to 1. Returns the names written.
 pub fn average_into(
     inputs: &[Checkpoint],
     weights: &[f64],
@@ -544,50 +713,89 @@ pub fn average_into(
     file: &str,
 ) -> Result<Vec<String>> {
     check_inputs(inputs, weights)?;
+    average_into_layout(inputs, weights, acc, &Layout::ONE_FILE, set, file)
+}
+
+/// Stages `sum_j weights[j] x_j` of `inputs` into `set` in `layout`: one file `file` (e.g.
+/// `model.safetensors`) if its tensors fit in one shard, else shards and `<file>.index.json`
+/// (`metadata.total_size` and a `weight_map` naming each tensor's shard) as transformers'
+/// `save_pretrained` writes them ([`plan_shards`]). `weights` are any finite numbers (mergekit's
+/// linear merge without `normalize` is a plain weighted sum); with weights that do not sum to 1
+/// nothing is copied through. Returns the names written.
+pub fn average_into_layout(
+    inputs: &[Checkpoint],
+    weights: &[f64],
+    acc: Accumulate,
+    layout: &Layout,
+    set: &mut FileSet,
+    file: &str,
+) -> Result<Vec<String>> {
+    check_weighted_sum(inputs, weights)?;
+    check_dtypes(inputs, acc)?;
     let first = &inputs[0];
-    let mut shards: BTreeMap<&str, Vec<&str>> = BTreeMap::new();
-    for (name, shard) in &first.weight_map {
-        shards.entry(shard).or_default().push(name);
-    }
-    let targets: Vec<(String, Vec<&str>)> = if first.index.is_some() {
-        shards.into_iter().map(|(s, names)| (s.to_string(), names)).collect()
-    } else {
-        vec![(file.to_string(), first.weight_map.keys().map(String::as_str).collect())]
-    };
+    let plan = plan_shards(first, layout.dtype, layout.max_shard_size, file);
+    let out = layout.dtype.map(OutDtype::dtype);
     let mut written = Vec::new();
-    for (target, names) in &targets {
-        set.write_via(target, |tmp| write_mean(inputs, weights, acc, names, tmp))?;
+    for (target, names) in &plan.files {
+        let names: Vec<&str> = names.iter().map(String::as_str).collect();
+        set.write_via(target, |tmp| write_mean(inputs, weights, acc, out, &names, tmp))?;
         written.push(target.clone());
     }
-    if let Some(index) = &first.index {
-        // the first input's index with its total size recomputed (other metadata kept)
-        let mut index = index.clone();
-        let total: usize = first.layout.values().map(|(_, _, r)| r.len()).sum();
-        if !index.get("metadata").is_some_and(serde_json::Value::is_object) {
-            index["metadata"] = serde_json::json!({});
-        }
-        index["metadata"]["total_size"] = serde_json::json!(total);
-        index["weight_map"] = serde_json::to_value(&first.weight_map)?;
-        set.write("model.safetensors.index.json", serde_json::to_string_pretty(&index)?.as_bytes())?;
-        written.push("model.safetensors.index.json".into());
+    if plan.sharded() {
+        // the index as transformers writes it (keys sorted, two-space indent); other metadata of
+        // the first input's index (e.g. `total_parameters`) is kept
+        let mut metadata = first
+            .index
+            .as_ref()
+            .and_then(|i| i.get("metadata"))
+            .and_then(serde_json::Value::as_object)
+            .cloned()
+            .unwrap_or_default();
+        metadata.insert("total_size".into(), serde_json::json!(plan.total_size));
+        let weight_map: BTreeMap<&str, &str> =
+            plan.files.iter().flat_map(|(f, names)| names.iter().map(move |n| (n.as_str(), f.as_str()))).collect();
+        let index = serde_json::json!({"metadata": metadata, "weight_map": weight_map});
+        let name = format!("{file}.index.json");
+        set.write(&name, format!("{}\n", serde_json::to_string_pretty(&index)?).as_bytes())?;
+        written.push(name);
     }
     Ok(written)
 }
 
-/// Writes the weighted mean of `inputs` to `out` (a .safetensors file, or a folder for sharded
-/// inputs), all files or none; the folder written to is locked meanwhile.
+/// Writes the weighted mean of `inputs` to `out`, all files or none, the folder written to
+/// locked meanwhile: to `out` itself, one file, when it is named `*.safetensors`; else into the
+/// folder `out` as a Hugging Face checkpoint (`model.safetensors`, or shards of at most 5 GB and
+/// an index). `weights` must be non-negative and sum to 1.
 pub fn average(inputs: &[Checkpoint], weights: &[f64], acc: Accumulate, out: &Path) -> Result<Vec<PathBuf>> {
-    let sharded = inputs.first().is_some_and(|c| c.index.is_some());
-    let (dir, file) = if sharded {
-        (out.to_path_buf(), String::new())
-    } else {
+    check_inputs(inputs, weights)?;
+    let layout = if is_file_name(out) { Layout::ONE_FILE } else { Layout::default() };
+    average_with(inputs, weights, acc, &layout, out)
+}
+
+fn is_file_name(out: &Path) -> bool {
+    out.extension().is_some_and(|e| e == "safetensors")
+}
+
+/// [`average`] in `layout` with any finite `weights` (a weighted sum): `out` named
+/// `*.safetensors` is the file (its shards, if `layout` splits it, named after it beside it, with
+/// `<out>.index.json`); any other `out` is a folder that gets `model.safetensors` or its shards.
+pub fn average_with(
+    inputs: &[Checkpoint],
+    weights: &[f64],
+    acc: Accumulate,
+    layout: &Layout,
+    out: &Path,
+) -> Result<Vec<PathBuf>> {
+    let (dir, file) = if is_file_name(out) {
         let name =
             out.file_name().and_then(|n| n.to_str()).with_context(|| format!("{}: not a file name", out.display()))?;
         (out.parent().filter(|p| !p.as_os_str().is_empty()).unwrap_or(Path::new(".")).to_path_buf(), name.to_string())
+    } else {
+        (out.to_path_buf(), "model.safetensors".to_string())
     };
     let lock = FolderLock::acquire(&dir, "integrate average")?;
     let mut set = FileSet::begin(&lock, &dir)?;
-    average_into(inputs, weights, acc, &mut set, &file)?;
+    average_into_layout(inputs, weights, acc, layout, &mut set, &file)?;
     set.commit()
 }
 
@@ -705,50 +913,84 @@ mod tests {
             for k in [1, 2, 3, 16] {
                 let n = 3 * BLOCK + 37;
                 let data: Vec<Vec<u8>> = (0..k).map(|_| random_bytes(&mut rng, dtype, n)).collect();
-                let plan = Plan { dtype, inputs: data.iter().map(Vec::as_slice).collect(), copy: false };
                 let weights = exponential(k, 0.3);
-                for acc in [Accumulate::F64, Accumulate::F32] {
-                    if acc == Accumulate::F32 && dtype == Dtype::F64 {
-                        continue;
-                    }
-                    let size = dtype.bitsize() / 8;
-                    let run = |f: &dyn Fn(std::ops::Range<usize>, &mut [u8])| {
-                        let mut out = vec![0u8; n * size];
-                        // in uneven pieces, as jobs would be
-                        let mut start = 0;
-                        for len in [1, BLOCK + 5, 17, n] {
-                            let end = (start + len).min(n);
-                            f(start..end, &mut out[start * size..end * size]);
-                            start = end;
+                // written in the inputs' dtype and in every --out-dtype
+                for out in [dtype, Dtype::F32, Dtype::BF16, Dtype::F16] {
+                    let plan = Plan { dtype, out, inputs: data.iter().map(Vec::as_slice).collect(), copy: false };
+                    for acc in [Accumulate::F64, Accumulate::F32] {
+                        if acc == Accumulate::F32 && dtype == Dtype::F64 {
+                            continue;
                         }
-                        out
-                    };
-                    let portable = run(&|r, o| compute_range(&plan, &weights, acc, r, o));
-                    assert_eq!(
-                        portable,
-                        run(&|r, o| compute_job(&plan, &weights, acc, r, o)),
-                        "{dtype:?} k={k} {acc:?}"
-                    );
-                    #[cfg(target_arch = "x86_64")]
-                    {
-                        if std::arch::is_x86_feature_detected!("avx2") {
-                            assert_eq!(
-                                portable,
-                                run(&|r, o| unsafe { compute_range_avx2(&plan, &weights, acc, r, o) }),
-                                "avx2 {dtype:?} k={k} {acc:?}"
-                            );
-                        }
-                        use std::arch::is_x86_feature_detected as has;
-                        if has!("avx512f") && has!("avx512bw") && has!("avx512dq") && has!("avx512vl") {
-                            assert_eq!(
-                                portable,
-                                run(&|r, o| unsafe { compute_range_avx512(&plan, &weights, acc, r, o) }),
-                                "avx512 {dtype:?} k={k} {acc:?}"
-                            );
+                        let size = out.bitsize() / 8;
+                        let run = |f: &dyn Fn(std::ops::Range<usize>, &mut [u8])| {
+                            let mut bytes = vec![0u8; n * size];
+                            // in uneven pieces, as jobs would be
+                            let mut start = 0;
+                            for len in [1, BLOCK + 5, 17, n] {
+                                let end = (start + len).min(n);
+                                f(start..end, &mut bytes[start * size..end * size]);
+                                start = end;
+                            }
+                            bytes
+                        };
+                        let what = format!("{dtype:?} -> {out:?} k={k} {acc:?}");
+                        let portable = run(&|r, o| compute_range(&plan, &weights, acc, r, o));
+                        assert_eq!(portable, run(&|r, o| compute_job(&plan, &weights, acc, r, o)), "{what}");
+                        #[cfg(target_arch = "x86_64")]
+                        {
+                            if std::arch::is_x86_feature_detected!("avx2") {
+                                assert_eq!(
+                                    portable,
+                                    run(&|r, o| unsafe { compute_range_avx2(&plan, &weights, acc, r, o) }),
+                                    "avx2 {what}"
+                                );
+                            }
+                            use std::arch::is_x86_feature_detected as has;
+                            if has!("avx512f") && has!("avx512bw") && has!("avx512dq") && has!("avx512vl") {
+                                assert_eq!(
+                                    portable,
+                                    run(&|r, o| unsafe { compute_range_avx512(&plan, &weights, acc, r, o) }),
+                                    "avx512 {what}"
+                                );
+                            }
                         }
                     }
                 }
             }
+        }
+    }
+
+    #[test]
+    fn sizes_are_read_as_transformers_reads_max_shard_size() {
+        for (text, bytes) in [
+            ("5GB", 5_000_000_000),
+            ("500MB", 500_000_000),
+            ("2GiB", 2u64 << 30),
+            ("10KiB", 10 << 10),
+            ("3mib", 3 << 20),
+            ("1TB", 1_000_000_000_000),
+            ("5Gb", 625_000_000),
+            ("123", 123),
+        ] {
+            assert_eq!(parse_size(text).unwrap(), bytes, "{text}");
+        }
+        for bad in ["", "GB", "1.5GB", "-1GB", "5 apples", "0", "99999999999TB"] {
+            let err = parse_size(bad).unwrap_err().to_string();
+            assert!(err.contains(&format!("{bad:?}")), "{bad}: {err}");
+        }
+    }
+
+    #[test]
+    fn out_dtypes_are_named_as_mergekit_and_the_flag_name_them() {
+        for (name, want) in [
+            ("bfloat16", Some(OutDtype::Bf16)),
+            ("torch.float16", Some(OutDtype::F16)),
+            ("float32", Some(OutDtype::F32)),
+            ("bf16", Some(OutDtype::Bf16)),
+            ("int64", None),
+            ("float64", None),
+        ] {
+            assert_eq!(OutDtype::from_name(name), want, "{name}");
         }
     }
 }

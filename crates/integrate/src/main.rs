@@ -1,7 +1,7 @@
 //! `integrate`: checkpoint averaging and ensembling.
 use anyhow::Result;
 use clap::{Parser, Subcommand};
-use integrate::average::Accumulate;
+use integrate::average::{Accumulate, OutDtype};
 use integrate::commands::{self, AverageRequest, EnsembleRequest};
 use integrate::ensemble::Rule;
 use run::RunDir;
@@ -16,19 +16,22 @@ struct Cli {
 
 #[derive(Subcommand)]
 enum Command {
-    /// Average the weights of the last K of the given checkpoints (oldest first) into the folder
-    /// OUT. A checkpoint is a .safetensors file or a folder with model.safetensors or a sharded
-    /// Hugging Face checkpoint (model.safetensors.index.json).
+    /// Average the weights of the last K of the given checkpoints (oldest first), or of the
+    /// models of a mergekit YAML config (--config), into the folder OUT. A checkpoint is a
+    /// .safetensors file or a folder with model.safetensors or a sharded Hugging Face checkpoint
+    /// (model.safetensors.index.json).
     ///
-    /// OUT gets model.safetensors (or the first input's shards and a rewritten index), the newest
-    /// input folder's config.json, generation and tokenizer files, and integration.json (weights,
-    /// inputs and outputs with their sha256, git commit). OUT must be new, or an earlier average
-    /// (kept if its inputs and weights are the same, replaced only with --force), and may not lie
-    /// inside an input's folder or contain an input. Everything is checked before anything is
-    /// written, and the folder is replaced as a whole.
+    /// OUT gets model.safetensors, or shards of at most --out-shard-size and
+    /// model.safetensors.index.json as transformers' save_pretrained writes them, the newest
+    /// (last) input folder's config.json, generation and tokenizer files, and integration.json
+    /// (weights, inputs and outputs with their sha256, git commit). OUT must be new, or an
+    /// earlier average (kept if its inputs and weights are the same, replaced only with --force),
+    /// and may not lie inside an input's folder or contain an input. Everything is checked
+    /// before anything is written, and the folder is replaced as a whole. docs/averaging.md
+    /// tells which part of mergekit's config schema is read.
     Average {
-        #[arg(long)]
-        window: usize,
+        #[arg(long, required_unless_present = "config")]
+        window: Option<usize>,
         /// Exponential weights (1 - alpha)^age instead of uniform ones.
         #[arg(long, conflicts_with = "weights")]
         ema: Option<f64>,
@@ -37,7 +40,20 @@ enum Command {
         weights: Vec<f64>,
         #[arg(long, value_enum, default_value = "f64")]
         accumulate: Accumulate,
-        #[arg(required = true)]
+        /// The dtype every output tensor is written in [default: each tensor's inputs' dtype,
+        /// or the config's out_dtype, else its dtype].
+        #[arg(long, value_enum)]
+        out_dtype: Option<OutDtype>,
+        /// At most this many tensor bytes per output file, as transformers' max_shard_size
+        /// (5GB = 5e9 bytes, 500MB, 2GiB, or bytes); one model.safetensors if all fit.
+        #[arg(long, value_name = "SIZE", default_value = "5GB", value_parser = shard_size)]
+        out_shard_size: u64,
+        /// A mergekit YAML config of a linear merge (models with weights, merge_method: linear,
+        /// parameters.normalize, dtype, out_dtype) in place of --window/--ema/--weights and the
+        /// checkpoint arguments.
+        #[arg(long, value_name = "merge.yml", conflicts_with_all = ["window", "ema", "weights", "checkpoints"])]
+        config: Option<PathBuf>,
+        #[arg(required_unless_present = "config")]
         checkpoints: Vec<PathBuf>,
         #[arg(short, long)]
         out: PathBuf,
@@ -87,11 +103,36 @@ enum Command {
     },
 }
 
+/// `--out-shard-size`, read as transformers reads `max_shard_size`.
+fn shard_size(text: &str) -> std::result::Result<u64, String> {
+    integrate::average::parse_size(text).map_err(|e| e.to_string())
+}
+
 fn main() -> Result<()> {
     match Cli::parse().command {
-        Command::Average { window, ema, weights, accumulate, checkpoints, out, force } => {
-            commands::average(AverageRequest { window, ema, weights, accumulate, checkpoints, out, force })?
-        }
+        Command::Average {
+            window,
+            ema,
+            weights,
+            accumulate,
+            out_dtype,
+            out_shard_size,
+            config,
+            checkpoints,
+            out,
+            force,
+        } => commands::average(AverageRequest {
+            window,
+            ema,
+            weights,
+            accumulate,
+            out_dtype,
+            out_shard_size,
+            config,
+            checkpoints,
+            out,
+            force,
+        })?,
         Command::Sweep { checkpoints, windows, last, accumulate, out } => {
             let out = out.unwrap_or_else(|| RunDir::of_checkpoints(&checkpoints).averaged());
             let bar = indicatif::ProgressBar::new(0);

@@ -1,6 +1,6 @@
 //! Checkpoint averaging on hand-made safetensors files.
 
-use integrate::average::{average, exponential, uniform, Accumulate, Checkpoint};
+use integrate::average::{average, average_with, exponential, uniform, Accumulate, Checkpoint, Layout};
 use safetensors::tensor::{Dtype, TensorView};
 use safetensors::SafeTensors;
 use std::path::{Path, PathBuf};
@@ -146,8 +146,11 @@ fn mismatches_and_truncation_are_refused_clearly_and_leave_nothing_behind() {
     only_inputs_left(d, 1);
 }
 
+/// Sharded inputs are read through their index; the output is laid out as transformers'
+/// `save_pretrained` lays out a model, whatever the inputs' shards: one model.safetensors when it
+/// fits in 5 GB, else shards of at most the limit with an index.
 #[test]
-fn sharded_hugging_face_checkpoints_are_averaged_shard_by_shard() {
+fn sharded_hugging_face_checkpoints_are_read_and_written_as_save_pretrained_would() {
     let dir = tempfile::tempdir().unwrap();
     let mk = |name: &str, v: f64| {
         let c = dir.path().join(name);
@@ -160,12 +163,18 @@ fn sharded_hugging_face_checkpoints_are_averaged_shard_by_shard() {
     };
     let (a, b) = (mk("a", 1.0), mk("b", 3.0));
     let out = dir.path().join("avg");
-    let files = average(&open(&[a, b]), &uniform(2), Accumulate::F32, &out).unwrap();
+    let files = average(&open(&[a.clone(), b.clone()]), &uniform(2), Accumulate::F32, &out).unwrap();
+    assert_eq!(files, [out.join("model.safetensors")], "12 bytes fit in one file");
+    assert_eq!(read(&out.join("model.safetensors"), "layers.0.w").1, vec![2.0; 4]);
+    assert_eq!(read(&out.join("model.safetensors"), "layers.1.w").1, vec![4.0; 2]);
+    // at 8 bytes a shard, the two tensors go to two shards, with an index
+    let small = dir.path().join("small");
+    let layout = Layout { dtype: None, max_shard_size: 8 };
+    let files = average_with(&open(&[a, b]), &uniform(2), Accumulate::F32, &layout, &small).unwrap();
     assert_eq!(files.len(), 3); // two shards and the index
-    assert_eq!(read(&out.join("model-00001-of-00002.safetensors"), "layers.0.w").1, vec![2.0; 4]);
-    assert_eq!(read(&out.join("model-00002-of-00002.safetensors"), "layers.1.w").1, vec![4.0; 2]);
-    assert!(out.join("model.safetensors.index.json").is_file());
-    let reopened = Checkpoint::open(&out).unwrap();
+    assert_eq!(read(&small.join("model-00001-of-00002.safetensors"), "layers.0.w").1, vec![2.0; 4]);
+    assert_eq!(read(&small.join("model-00002-of-00002.safetensors"), "layers.1.w").1, vec![4.0; 2]);
+    let reopened = Checkpoint::open(&small).unwrap();
     assert_eq!(reopened.weight_map.len(), 2);
 }
 
@@ -325,8 +334,10 @@ fn the_command_averages_single_file_hugging_face_folders_into_a_folder() {
     );
 }
 
+/// The index of a sharded output: the total size of the written tensors, each tensor's shard, and
+/// the other metadata of the first input's index (a hand-edited one with a wrong total here).
 #[test]
-fn a_sharded_average_gets_a_rewritten_index() {
+fn a_sharded_average_gets_a_new_index_with_the_metadata_of_the_first_input() {
     let dir = tempfile::tempdir().unwrap();
     let mk = |name: &str, v: f64| {
         let c = dir.path().join(name);
@@ -339,7 +350,8 @@ fn a_sharded_average_gets_a_rewritten_index() {
         c
     };
     let out = dir.path().join("avg");
-    average(&open(&[mk("x", 1.0), mk("y", 3.0)]), &uniform(2), Accumulate::F64, &out).unwrap();
+    let layout = Layout { dtype: None, max_shard_size: 16 };
+    average_with(&open(&[mk("x", 1.0), mk("y", 3.0)]), &uniform(2), Accumulate::F64, &layout, &out).unwrap();
     let index: serde_json::Value =
         serde_json::from_str(&std::fs::read_to_string(out.join("model.safetensors.index.json")).unwrap()).unwrap();
     assert_eq!(index["metadata"]["total_size"], 4 * 4 + 2 * 2);

@@ -257,6 +257,16 @@ bench: data setup-interop
 bench-generate checkpoint="runs/smoke/checkpoints/step_000200.json" reps="5" threads="1": setup-interop build
     target/release/examples/bench_generate --checkpoint {{checkpoint}} --repeats {{reps}} --threads {{threads}}
 
+# `analysis report` on a generated lm-eval folder (checkpoints x tasks x examples sample lines,
+# scripts/make_lm_eval_fixture.py, kept under runs/bench/ingest-<label>/): cold, warm (ingest
+# cache) and one new checkpoint, against a pandas script (MTV and flips only); `just bench`
+# runs the 300k-line row, the larger rows are run by hand: `just bench-ingest 100 11 2000 2m 2`
+[group('bench')]
+[doc("ingest: report cold, warm and incremental against pandas: `just bench-ingest 50 6 1000 300k 3`")]
+bench-ingest checkpoints="50" tasks="6" examples="1000" label="300k" reps="3": setup build
+    @[ -f runs/bench/ingest-{{label}}/.complete ] || { rm -rf runs/bench/ingest-{{label}} && python3 scripts/make_lm_eval_fixture.py --out runs/bench/ingest-{{label}}/data --steps $(seq -s, 100 100 $(({{checkpoints}} * 100))) --tasks {{tasks}} --docs {{examples}} && touch runs/bench/ingest-{{label}}/.complete; }
+    target/release/examples/bench_ingest runs/bench/ingest-{{label}}/data {{label}} {{reps}}
+
 # where the time goes (perf, cpu-clock sampling): `just profile train` (lm's bf16 training step)
 # or `just profile eval` (the packed scorer); runs/bench/profile-<what>/
 [group('bench')]

@@ -29,7 +29,9 @@ step "stats: the statistics on 1 thread and on every core" target/release/exampl
     target/release/lm train --config configs/smoke.toml --quiet
 step "generate: greedy decoding, lm against transformers' generate, parity and memory bound" \
   target/release/examples/bench_generate --checkpoint runs/smoke/checkpoints/step_000200.json --repeats 5
-benches=(train eval average-k4-256mb average-k16-256mb analysis stats generate)
+step "ingest: analysis report on 300k lm-eval sample lines, cold, warm and one new checkpoint, against pandas" \
+  just bench-ingest 50 6 1000 300k 3
+benches=(train eval average-k4-256mb average-k16-256mb analysis stats generate ingest-300k)
 for b in "${benches[@]}"; do
   [ $out/$b.summary.json -nt $stamp ] || { echo "error: $out/$b.summary.json was not written by this run" >&2; exit 1; }
 done

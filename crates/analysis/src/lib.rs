@@ -498,7 +498,7 @@ fn example_level(
     let stats: Vec<ExampleStats> = (0..n)
         .map(|e| {
             let correct: Vec<bool> = v.column(e).slice(ndarray::s![w.clone()]).iter().map(|&x| x > 0.5).collect();
-            let outs: Vec<&str> = outputs[e][w.clone()].iter().map(String::as_str).collect();
+            let outs: Vec<&str> = outputs[e][w.clone()].iter().map(|t| &**t).collect();
             let mut s = example_stats(&correct, &outs);
             if p.generation {
                 s.instability = theory::sequence::instability(&outs, |a, b| textmatch::char_f1(a, b)).unwrap_or(0.0);

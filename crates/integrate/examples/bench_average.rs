@@ -572,7 +572,8 @@ fn sharded_row(bench: &str, mb: usize, reps: usize, two: &rayon::ThreadPool) -> 
     let cli_out = dir.path().join("cli");
     let t = Instant::now();
     let child = std::process::Command::new("target/release/integrate")
-        .args(["average", "--window", "4", "--out-shard-size", &shard_bytes.to_string()])
+        .arg(run::Method::Average.name()) // the subcommand is named after the method
+        .args(["--window", "4", "--out-shard-size", &shard_bytes.to_string()])
         .args(&folders)
         .arg("-o")
         .arg(&cli_out)

@@ -668,7 +668,7 @@ fn generation_rows(
         };
         let Some(decider) = decider else {
             notices.push(format!(
-                "{}: generation task {trail} stores no exact_match or other 0/1 metric on every line; analysed at the task level",
+                "{}: generation task {trail} stores no exact_match or other 0/1 metric on every line; no per-example analysis (its results file's scores are analysed at the task level where it has an acc, else it is left out)",
                 path.display()
             ));
             continue;
@@ -1235,7 +1235,9 @@ mod tests {
             ]
         );
         assert!(!loaded.notices.iter().any(|n| n.contains("not a multiple-choice")), "{:?}", loaded.notices);
-        run(20, &[gen_line(0, "strict-match", "19".into(), "18", 0.0)]);
+        let mut changed = lines("18", "3");
+        changed[0] = gen_line(0, "strict-match", "19".into(), "18", 0.0);
+        run(20, &changed);
         let e = format!("{:#}", load(&[dir.path().to_path_buf()], &StepRule::default()).unwrap_err());
         assert!(e.contains("doc 0 ") && e.contains("\"19\"") && e.contains("step 10"), "{e}");
     }
@@ -1495,5 +1497,66 @@ mod tests {
         std::fs::write(dir.path().join("b_step10.json"), results_json("pretrained=y".into(), 0.6)).unwrap();
         let e = load(&[dir.path().to_path_buf()], &StepRule::default()).unwrap_err().to_string();
         assert!(e.contains("a_step10.json") && e.contains("b_step10.json") && e.contains("step 10"), "{e}");
+    }
+
+    /// The messages of issue 29 item 7: an empty samples file says so (not "not a
+    /// multiple-choice task"); a notice that repeats for every checkpoint is said once; a
+    /// symbolic link back up the tree is followed once with a short notice; a name that is not
+    /// UTF-8 is named, not skipped silently.
+    #[test]
+    fn empty_files_repeated_notices_link_loops_and_odd_names_are_said_once_and_clearly() {
+        let dir = tempfile::tempdir().unwrap();
+        let run = |step: u32, lines: &[String], gen: Option<&str>| {
+            let m = dir.path().join(format!("runs__x__hf__step_{step:06}"));
+            std::fs::create_dir_all(&m).unwrap();
+            let args = serde_json::json!({"pretrained": format!("runs/x/hf/step_{step:06}")});
+            std::fs::write(m.join("results_2024-01-01T00-00-00.5.json"), results_json(args, 0.5)).unwrap();
+            std::fs::write(m.join("samples_t_2024-01-01T00-00-00.5.jsonl"), lines.join("\n") + "\n").unwrap();
+            if let Some(g) = gen {
+                std::fs::write(m.join("samples_g_2024-01-01T00-00-00.5.jsonl"), g).unwrap();
+            }
+        };
+        // a generation task with no 0/1 metric, at three checkpoints: one notice, not three
+        let no_metric = |doc: u32| {
+            gen_line(doc, "none", Value::from("18"), "18", 1.0)
+                .replace(r#""exact_match":1.0"#, r#""bleu":0.5"#)
+                .replace(r#""metrics":["exact_match"]"#, r#""metrics":["bleu"]"#)
+        };
+        for step in [10, 20, 30] {
+            run(
+                step,
+                &[sample_line(0, "-1", "-2"), sample_line(1, "-3", "-1")],
+                Some(&(no_metric(0) + "\n" + &no_metric(1) + "\n")),
+            );
+        }
+        let l = load(&[dir.path().to_path_buf()], &StepRule::default()).unwrap();
+        let about_g: Vec<&String> = l.notices.iter().filter(|n| n.contains("generation task g")).collect();
+        assert_eq!(about_g.len(), 1, "{:?}", l.notices);
+        assert!(
+            about_g[0].contains("and the same in 2 more files of task g")
+                && about_g[0].contains("no per-example analysis"),
+            "{}",
+            about_g[0]
+        );
+        // an empty samples file at one checkpoint
+        run(30, &[], None);
+        std::fs::write(dir.path().join("runs__x__hf__step_000030/samples_t_2024-01-01T00-00-00.5.jsonl"), "").unwrap();
+        let l = load(&[dir.path().to_path_buf()], &StepRule::default()).unwrap();
+        assert!(l.notices.iter().any(|n| n.contains("empty samples file") && n.contains("step 30")), "{:?}", l.notices);
+        assert!(!l.notices.iter().any(|n| n.contains("not a multiple-choice")), "{:?}", l.notices);
+        assert!(l.examples.iter().all(|r| r.task != "t"), "t lacks samples at step 30: task level only");
+        // a link to the folder itself, and a name that is not UTF-8
+        #[cfg(unix)]
+        {
+            use std::os::unix::ffi::OsStrExt;
+            std::os::unix::fs::symlink(dir.path(), dir.path().join("runs__x__hf__step_000010/loop")).unwrap();
+            let odd = std::ffi::OsStr::from_bytes(b"samples_\xff_2024-01-01T00-00-00.5.jsonl");
+            std::fs::write(dir.path().join("runs__x__hf__step_000010").join(odd), "").unwrap();
+            let l = load(&[dir.path().to_path_buf()], &StepRule::default()).unwrap();
+            let link: Vec<&String> = l.notices.iter().filter(|n| n.contains("not followed again")).collect();
+            assert_eq!(link.len(), 1, "{:?}", l.notices);
+            assert!(link[0].len() < 400, "a short notice: {}", link[0]);
+            assert!(l.notices.iter().any(|n| n.contains("not UTF-8")), "{:?}", l.notices);
+        }
     }
 }

@@ -141,8 +141,11 @@ pub fn load(
                 .collect::<Result<_>>()?,
         };
         let mut trails: BTreeMap<String, BTreeMap<u64, (PathBuf, Vec<ExampleRecord>)>> = BTreeMap::new();
+        let mut said = Said::default();
         for (u, p) in parsed {
-            loaded.notices.extend(p.notices);
+            for n in p.notices {
+                said.add(&u, n);
+            }
             aggregate.extend(p.tasks);
             let mut per: BTreeMap<String, Vec<ExampleRecord>> = BTreeMap::new();
             for r in p.examples {
@@ -159,6 +162,7 @@ pub fn load(
                 at.insert(u.step, (u.path.clone(), rows));
             }
         }
+        loaded.notices.extend(said.lines(&task));
         for (trail, per_step) in trails {
             if !ingest.keeps(&trail) {
                 continue;
@@ -200,6 +204,44 @@ pub fn load(
     }
     loaded.tasks = aggregate;
     Ok(loaded)
+}
+
+/// The notices of one task's files, said once: a notice that repeats for every checkpoint's
+/// file but for the file's path (and step) is one line naming the first file and how many more.
+#[derive(Default)]
+struct Said {
+    /// by the notice with its file and step taken out: the first notice and how many files
+    by_form: BTreeMap<String, (String, usize)>,
+    order: Vec<String>,
+}
+
+impl Said {
+    fn add(&mut self, u: &Unit, notice: String) {
+        let form =
+            notice.replace(&u.path.display().to_string(), "<file>").replace(&format!("step {}", u.step), "step <step>");
+        match self.by_form.get_mut(&form) {
+            Some((_, n)) => *n += 1,
+            None => {
+                self.order.push(form.clone());
+                self.by_form.insert(form, (notice, 1));
+            }
+        }
+    }
+
+    fn lines(self, task: &str) -> Vec<String> {
+        let mut by_form = self.by_form;
+        self.order
+            .into_iter()
+            .map(|f| {
+                let (first, n) = by_form.remove(&f).unwrap();
+                if n == 1 {
+                    first
+                } else {
+                    format!("{first} (and the same in {} more files of task {task})", n - 1)
+                }
+            })
+            .collect()
+    }
 }
 
 /// [`load`] holding every example row (small inputs, tests).

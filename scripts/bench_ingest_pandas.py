@@ -21,7 +21,7 @@ def main():
     frames = []
     for f in sorted(root.rglob("samples_*.jsonl")):
         step = int(re.search(r"step_?(\d+)", str(f.parent)).group(1))
-        task = re.match(r"samples_(.+)_\d{4}-\d\d-\d\dT", f.name).group(1)
+        task = re.match(r"samples_(.+)_\d{4}-\d+-\d+T", f.name).group(1)
         df = pd.read_json(f, lines=True)
         frames.append(pd.DataFrame({"step": step, "task": task, "doc_id": df["doc_id"], "acc": df["acc"]}))
     data = pd.concat(frames, ignore_index=True)

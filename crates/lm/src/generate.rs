@@ -20,7 +20,14 @@
 //!   as one column at the next position, which attends to the cached columns and itself. With
 //!   `cache: false` every step runs the whole sequence again ([`Gpt::hidden_masked`]): the
 //!   reference path the tests compare against.
-//! - **Greedy.** The argmax of the fp32 logits (libtorch's `argmax`: the first index on ties).
+//! - **Greedy.** The argmax of the next-token distribution, the softmax of the fp32 logits
+//!   taken in f64 (so its argmax is the logits' argmax; libtorch's `argmax`: the first index on
+//!   ties).
+//! - **Ensembles.** [`generate_ensemble`] decodes with k models (checkpoints of one architecture
+//!   and tokenizer, [`load_ensemble`]): the step's distribution is the mean of the k models'
+//!   softmaxes (the paper's checkpoint ensembling, the mean of the predictive distributions),
+//!   each model keeping its own cache; everything else is the single-model path, which is the
+//!   ensemble of one.
 //!   Inference runs in the weights' kind (fp32: checkpoints are stored in fp32; the training
 //!   `precision` setting does not apply to inference, as in `lm eval`).
 //! - **Stops.** A row stops when its decoded continuation contains one of `until` (empty strings
@@ -32,12 +39,12 @@
 //!   `"\n"`; pass `until: ["\n"]` to decode as it does there. A batch runs until all of its rows
 //!   have stopped; a stopped row's further tokens are computed and dropped (rows are independent).
 
-use anyhow::{bail, Result};
+use anyhow::{bail, Context, Result};
 use std::path::Path;
 use tch::{nn::VarStore, Device, Kind, Tensor};
 
 use crate::checkpoint::Sidecar;
-use crate::model::Gpt;
+use crate::model::{Gpt, KvCache};
 use crate::tokenize::Tok;
 
 /// How to decode.
@@ -98,12 +105,24 @@ pub fn end_of_text(tok: &Tok) -> Option<u32> {
 
 /// Continues each prompt (text, encoded with `tok`) greedily; results in prompt order.
 pub fn generate(model: &Gpt, tok: &Tok, prompts: &[String], opts: &Options, device: Device) -> Result<Vec<Generation>> {
+    generate_ensemble(&[model], tok, prompts, opts, device)
+}
+
+/// [`generate`] with an ensemble: greedy on the mean of the `models`' next-token probability
+/// distributions at every step ([`generate_ids_ensemble`]). One model is [`generate`].
+pub fn generate_ensemble(
+    models: &[&Gpt],
+    tok: &Tok,
+    prompts: &[String],
+    opts: &Options,
+    device: Device,
+) -> Result<Vec<Generation>> {
     let mut ids = Vec::with_capacity(prompts.len());
     for p in prompts {
         let t = tok.encode(p)?;
         ids.push(if t.is_empty() { vec![tok.prefix_token()?] } else { t });
     }
-    generate_ids(model, &ids, opts, end_of_text(tok), |t: &[u32]| tok.decode(t), device)
+    generate_ids_ensemble(models, &ids, opts, end_of_text(tok), |t: &[u32]| tok.decode(t), device)
 }
 
 /// [`generate`] on token ids: `eos` is the end-of-text token (if any), `decode` turns generated
@@ -119,6 +138,68 @@ pub fn generate_ids<D>(
 where
     D: Fn(&[u32]) -> Result<String>,
 {
+    generate_ids_ensemble(&[model], prompts, opts, eos, decode, device)
+}
+
+/// Ensemble decoding (checkpoint ensembling as the paper's remedy: the mean of the predictive
+/// distributions): at every step each of the `models` computes its next-token distribution
+/// (softmax of its logits, with its own key/value cache), the step's distribution is their
+/// mean, and the next token is its argmax. Batching, padding, truncation and stops are those of
+/// [`generate_ids`], which is this with one model. The models must have one architecture and
+/// one vocabulary (a member that differs from the first is refused, named by its index;
+/// [`load_ensemble`] names checkpoints).
+pub fn generate_ids_ensemble<D>(
+    models: &[&Gpt],
+    prompts: &[Vec<u32>],
+    opts: &Options,
+    eos: Option<u32>,
+    decode: D,
+    device: Device,
+) -> Result<Vec<Generation>>
+where
+    D: Fn(&[u32]) -> Result<String>,
+{
+    generate_observed(models, prompts, opts, eos, decode, device, &mut |_, _| {})
+}
+
+/// The architecture fields that decide what a model computes (not its init or dropout).
+fn architecture(c: &crate::config::ModelConfig) -> (i64, i64, i64, i64, i64, u64, u64) {
+    (c.d_model, c.n_layers, c.n_heads, c.d_ff, c.context, c.rope_theta.to_bits(), c.norm_eps.to_bits())
+}
+
+fn describe(c: &crate::config::ModelConfig) -> String {
+    format!(
+        "d_model {}, {} layers, {} heads, d_ff {}, context {}, rope_theta {}, norm_eps {}",
+        c.d_model, c.n_layers, c.n_heads, c.d_ff, c.context, c.rope_theta, c.norm_eps
+    )
+}
+
+/// [`generate_ids_ensemble`], calling `observe(rows, dist)` at every step with the original
+/// prompt indices of the batch's rows and the step's distribution [rows, vocab] (f64).
+fn generate_observed<D>(
+    models: &[&Gpt],
+    prompts: &[Vec<u32>],
+    opts: &Options,
+    eos: Option<u32>,
+    decode: D,
+    device: Device,
+    observe: &mut dyn FnMut(&[usize], &Tensor),
+) -> Result<Vec<Generation>>
+where
+    D: Fn(&[u32]) -> Result<String>,
+{
+    let Some(model) = models.first() else { bail!("no model to decode with (an ensemble needs at least one)") };
+    for (i, m) in models.iter().enumerate().skip(1) {
+        if architecture(&m.config) != architecture(&model.config) {
+            bail!(
+                "ensemble member {} of {}: architecture ({}) differs from member 1's ({}); ensemble members need one architecture",
+                i + 1,
+                models.len(),
+                describe(&m.config),
+                describe(&model.config)
+            );
+        }
+    }
     let context = model.config.context as usize;
     if opts.max_new_tokens >= context {
         bail!(
@@ -136,7 +217,8 @@ where
     let mut out: Vec<Option<Generation>> = vec![None; prompts.len()];
     for chunk in order.chunks(opts.batch_size.max(1)) {
         let rows: Vec<&[u32]> = chunk.iter().map(|&i| &prompts[i][prompts[i].len().saturating_sub(keep)..]).collect();
-        let gens = tch::no_grad(|| decode_batch(model, &rows, opts, eos, &decode, device))?;
+        let mut obs = |d: &Tensor| observe(chunk, d);
+        let gens = tch::no_grad(|| decode_batch(models, &rows, opts, eos, &decode, device, &mut obs))?;
         for ((&i, g), row) in chunk.iter().zip(gens).zip(&rows) {
             out[i] = Some(Generation { prompt_tokens: row.len(), truncated: prompts[i].len() - row.len(), ..g });
         }
@@ -175,15 +257,79 @@ where
     Ok((toks.len() >= opts.max_new_tokens).then_some((text, Stop::MaxNewTokens)))
 }
 
-/// Decodes one batch of (already truncated, non-empty) prompts; `prompt_tokens` and
-/// `truncated` are filled in by the caller.
+/// The left-padded batch being decoded: tokens, rotary positions and real (non-padding)
+/// columns, each [B, padded prompt + max_new_tokens].
+struct Batch {
+    tokens: Tensor,
+    positions: Tensor,
+    real: Tensor,
+}
+
+/// One model's hidden state of each row's last column after the first `n` columns of the
+/// batch: with a cache, the whole prompt when the cache is empty, else the newest column only;
+/// without, the whole sequence again.
+fn last_hidden(model: &Gpt, cache: Option<&mut KvCache>, x: &Batch, n: i64) -> Tensor {
+    match cache {
+        Some(cache) if !cache.is_empty() => {
+            let (c, q) = (n - 1, x.tokens.narrow(1, n - 1, 1));
+            let mask = x.real.narrow(1, 0, n).unsqueeze(1);
+            model.hidden_cached(&q, &x.positions.narrow(1, c, 1), &mask, cache).select(1, 0)
+        }
+        Some(cache) => {
+            let h = model.hidden_cached(
+                &x.tokens.narrow(1, 0, n),
+                &x.positions.narrow(1, 0, n),
+                &full_mask(&x.real, n),
+                cache,
+            );
+            h.select(1, n - 1)
+        }
+        None => model
+            .hidden_masked(&x.tokens.narrow(1, 0, n), &x.positions.narrow(1, 0, n), &full_mask(&x.real, n))
+            .select(1, n - 1),
+    }
+}
+
+/// The step's next-token distribution [B, vocab] (f64) after the first `n` columns: the mean
+/// over `models` of the softmax of each one's logits (each with its own cache, if any). With one
+/// model its softmax, whose argmax is the logits' argmax (f64 keeps distinct fp32 logits
+/// distinct, so greedy decoding is unchanged by going through probabilities).
+fn next_distribution(models: &[&Gpt], caches: &mut [Option<KvCache>], x: &Batch, n: i64) -> Result<Tensor> {
+    let mut sum: Option<Tensor> = None;
+    for (i, (m, cache)) in models.iter().zip(caches.iter_mut()).enumerate() {
+        let p = m.head(&last_hidden(m, cache.as_mut(), x, n)).softmax(-1, Kind::Double);
+        sum = Some(match sum {
+            None => p,
+            Some(s) => {
+                let (v, v0) = (p.size().last().copied(), s.size().last().copied());
+                if v != v0 {
+                    bail!(
+                        "ensemble member {} of {}: a vocabulary of {} tokens, member 1 has {}; ensemble members need one tokenizer",
+                        i + 1,
+                        models.len(),
+                        v.unwrap_or(0),
+                        v0.unwrap_or(0)
+                    );
+                }
+                s + p
+            }
+        });
+    }
+    let sum = sum.expect("at least one model");
+    Ok(if models.len() == 1 { sum } else { sum / models.len() as f64 })
+}
+
+/// Decodes one batch of (already truncated, non-empty) prompts with the ensemble `models`
+/// (one model: plain greedy); `prompt_tokens` and `truncated` are filled in by the caller.
+/// `observe` sees each step's distribution.
 fn decode_batch<D>(
-    model: &Gpt,
+    models: &[&Gpt],
     prompts: &[&[u32]],
     opts: &Options,
     eos: Option<u32>,
     decode: &D,
     device: Device,
+    observe: &mut dyn FnMut(&Tensor),
 ) -> Result<Vec<Generation>>
 where
     D: Fn(&[u32]) -> Result<String>,
@@ -207,38 +353,20 @@ where
         }
     }
     let shape = [b as i64, cap as i64];
-    let tokens = Tensor::from_slice(&tokens).view(shape).to(device);
-    let positions = Tensor::from_slice(&positions).view(shape).to(device);
-    let real = Tensor::from_slice(&real).view(shape).to(device);
-    let w = w as i64;
-    let mut cache = opts.cache.then(|| model.kv_cache(b as i64, cap as i64));
-    // hidden state of each row's last column after the first `n` columns
-    let mut last_hidden = |tokens: &Tensor, n: i64| -> Tensor {
-        match cache.as_mut() {
-            Some(cache) if !cache.is_empty() => {
-                let (c, q) = (n - 1, tokens.narrow(1, n - 1, 1));
-                let mask = real.narrow(1, 0, n).unsqueeze(1);
-                model.hidden_cached(&q, &positions.narrow(1, c, 1), &mask, cache).select(1, 0)
-            }
-            Some(cache) => {
-                let h = model.hidden_cached(
-                    &tokens.narrow(1, 0, n),
-                    &positions.narrow(1, 0, n),
-                    &full_mask(&real, n),
-                    cache,
-                );
-                h.select(1, n - 1)
-            }
-            None => model
-                .hidden_masked(&tokens.narrow(1, 0, n), &positions.narrow(1, 0, n), &full_mask(&real, n))
-                .select(1, n - 1),
-        }
+    let x = Batch {
+        tokens: Tensor::from_slice(&tokens).view(shape).to(device),
+        positions: Tensor::from_slice(&positions).view(shape).to(device),
+        real: Tensor::from_slice(&real).view(shape).to(device),
     };
+    let mut caches: Vec<Option<KvCache>> =
+        models.iter().map(|m| opts.cache.then(|| m.kv_cache(b as i64, cap as i64))).collect();
     let mut generated: Vec<Vec<u32>> = vec![Vec::new(); b];
     let mut stopped: Vec<Option<(String, Stop)>> = vec![None; b];
-    let mut n = w;
+    let mut n = w as i64;
     loop {
-        let next = model.head(&last_hidden(&tokens, n)).argmax(-1, false);
+        let dist = next_distribution(models, &mut caches, &x, n)?;
+        observe(&dist);
+        let next = dist.argmax(-1, false);
         let ids = Vec::<i64>::try_from(next.to(Device::Cpu))?;
         for r in 0..b {
             if stopped[r].is_none() {
@@ -249,7 +377,7 @@ where
         if stopped.iter().all(Option::is_some) {
             break;
         }
-        tokens.narrow(1, n, 1).copy_(&next.unsqueeze(1));
+        x.tokens.narrow(1, n, 1).copy_(&next.unsqueeze(1));
         n += 1;
     }
     Ok(generated
@@ -281,6 +409,53 @@ pub fn load(checkpoint: &Path, tokenizer: Option<&Path>, device: Device) -> Resu
     Ok(Loaded { vs, model, tok: src.tokenizer, meta: src.meta })
 }
 
+/// Loads the checkpoints of an ensemble ([`load`] each, with `tokenizer` for all); they must
+/// share the tokenizer (its sha256), the vocabulary size and the architecture of the first one.
+/// A checkpoint that differs is refused, named, before any decoding.
+pub fn load_ensemble(checkpoints: &[&Path], tokenizer: Option<&Path>, device: Device) -> Result<Vec<Loaded>> {
+    let Some(&first) = checkpoints.first() else { bail!("no checkpoint to decode with") };
+    let mut out: Vec<Loaded> = Vec::with_capacity(checkpoints.len());
+    for &c in checkpoints {
+        let l = if checkpoints.len() > 1 {
+            load(c, tokenizer, device).with_context(|| format!("ensemble member {}", c.display()))?
+        } else {
+            load(c, tokenizer, device)?
+        };
+        if let Some(l0) = out.first() {
+            let (m, m0) = (&l.meta.config, &l0.meta.config);
+            if m.data.vocab_size != m0.data.vocab_size {
+                bail!(
+                    "{}: a vocabulary of {} tokens, but {} has {}; the checkpoints of an ensemble need one tokenizer",
+                    c.display(),
+                    m.data.vocab_size,
+                    first.display(),
+                    m0.data.vocab_size
+                );
+            }
+            if architecture(&m.model) != architecture(&m0.model) {
+                bail!(
+                    "{}: architecture ({}) differs from {}'s ({}); the checkpoints of an ensemble need one architecture",
+                    c.display(),
+                    describe(&m.model),
+                    first.display(),
+                    describe(&m0.model)
+                );
+            }
+            if l.meta.tokenizer_sha256 != l0.meta.tokenizer_sha256 {
+                bail!(
+                    "{}: trained with tokenizer {}, but {} with {}; the checkpoints of an ensemble need one tokenizer",
+                    c.display(),
+                    &l.meta.tokenizer_sha256[..12.min(l.meta.tokenizer_sha256.len())],
+                    first.display(),
+                    &l0.meta.tokenizer_sha256[..12.min(l0.meta.tokenizer_sha256.len())]
+                );
+            }
+        }
+        out.push(l);
+    }
+    Ok(out)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -298,12 +473,13 @@ mod tests {
 
     /// A randomly initialised model (fixed seed; a large init so that its argmax moves).
     fn tiny() -> (nn::VarStore, Gpt) {
-        let _rng = crate::train::rng_lock();
-        tch::manual_seed(11);
-        let vs = nn::VarStore::new(Device::Cpu);
-        let c = ModelConfig {
+        tiny_with(11, VOCAB, 2)
+    }
+
+    fn tiny_config(n_layers: i64) -> ModelConfig {
+        ModelConfig {
             d_model: 32,
-            n_layers: 2,
+            n_layers,
             n_heads: 4,
             d_ff: 64,
             context: 32,
@@ -311,8 +487,15 @@ mod tests {
             norm_eps: 1e-5,
             init_std: 0.5,
             dropout: 0.0,
-        };
-        let m = Gpt::new(&vs.root(), &c, VOCAB);
+        }
+    }
+
+    /// [`tiny`] with another seed, vocabulary or depth.
+    fn tiny_with(seed: i64, vocab: i64, n_layers: i64) -> (nn::VarStore, Gpt) {
+        let _rng = crate::train::rng_lock();
+        tch::manual_seed(seed);
+        let vs = nn::VarStore::new(Device::Cpu);
+        let m = Gpt::new(&vs.root(), &tiny_config(n_layers), vocab);
         (vs, m)
     }
 
@@ -494,6 +677,138 @@ mod tests {
         // zero new tokens: nothing generated
         let none = run(&m, &[short], &opts(0, true));
         assert_eq!((none[0].text.as_str(), none[0].tokens.len(), none[0].stop.clone()), ("", 0, Stop::MaxNewTokens));
+    }
+
+    fn run_ensemble(ms: &[&Gpt], p: &[Vec<u32>], o: &Options) -> Vec<Generation> {
+        generate_ids_ensemble(ms, p, o, None, chars, Device::Cpu).unwrap()
+    }
+
+    /// k copies of one model (each built anew from the same seed: separate weights, separate
+    /// caches) decode exactly what the model decodes alone, batched or one prompt at a time,
+    /// with and without the cache, with stop strings.
+    #[test]
+    fn generate_ensemble_of_k_copies_equals_the_single_model_greedy() {
+        let copies: Vec<(nn::VarStore, Gpt)> = (0..3).map(|_| tiny()).collect();
+        let (_vs, m) = tiny();
+        let p = prompts();
+        for cache in [true, false] {
+            let single = run(&m, &p, &opts(12, cache));
+            assert!(single.iter().any(|g| g.tokens.iter().any(|&t| t != g.tokens[0])));
+            for k in 1..=3 {
+                let ms: Vec<&Gpt> = copies[..k].iter().map(|(_, m)| m).collect();
+                let what = format!("k = {k}, cache {cache}");
+                assert_eq!(run_ensemble(&ms, &p, &opts(12, cache)), single, "{what}: batched");
+                let pairs = run_ensemble(&ms, &p, &Options { batch_size: 2, ..opts(12, cache) });
+                assert_eq!(pairs, single, "{what}: batches of two");
+                for (i, q) in p.iter().enumerate() {
+                    let alone = run_ensemble(&ms, std::slice::from_ref(q), &opts(12, cache));
+                    assert_eq!(alone[0], single[i], "{what}: prompt {i} alone");
+                }
+                // the same model given k times (shared weights, a cache each) too
+                let same: Vec<&Gpt> = vec![&m; k];
+                assert_eq!(run_ensemble(&same, &p, &opts(12, cache)), single, "{what}: one model k times");
+            }
+        }
+        // stop strings and truncation go through the same loop
+        let stop = run(&m, &p[2..3], &opts(12, true))[0].text[4..6].to_string();
+        let long: Vec<u32> = (0..45).map(|i| (i * 7 % VOCAB) as u32).collect();
+        let mut q = p.clone();
+        q.push(long);
+        let o = Options { until: vec![stop], ..opts(8, true) };
+        let ms: Vec<&Gpt> = copies.iter().map(|(_, m)| m).collect();
+        let (single, ens) = (run(&m, &q, &o), run_ensemble(&ms, &q, &o));
+        assert_eq!(ens, single);
+        assert!(single.iter().any(|g| matches!(g.stop, Stop::Until(_))));
+        assert_eq!(single[5].truncated, 21);
+    }
+
+    /// The distribution each step decodes from is the mean of the members' softmaxes, each
+    /// computed by the plain forward (no cache, no padding) on the row's prompt and tokens so
+    /// far; the token is its argmax. Two (and three) different models, batched with padding,
+    /// with and without the cache. In fp64 (the weights cast) the two agree to 1e-12 (measured:
+    /// 3e-15); in fp32 to 5e-6 (measured: 1.9e-6): the cached, padded forward's logits differ
+    /// from the plain forward's by fp32 rounding (about 1.6e-6 of the logits' scale of ~9 for
+    /// these models, see `generate_cached_logits_match_the_full_forward`), which moves a
+    /// probability by up to about a quarter of that. A wrong rule (one member's distribution,
+    /// or the softmax of the mean logits) is off by more than 0.3.
+    #[test]
+    fn generate_ensemble_step_distribution_is_the_mean_of_the_members_softmaxes() {
+        for (kind, tol) in [(Kind::Double, 1e-12), (Kind::Float, 5e-6)] {
+            let mut models: Vec<(nn::VarStore, Gpt)> = [11, 12, 13].map(|seed| tiny_with(seed, VOCAB, 2)).into();
+            if kind == Kind::Double {
+                models.iter_mut().for_each(|(vs, _)| vs.double());
+            }
+            let (a, b, c) = (&models[0].1, &models[1].1, &models[2].1);
+            for ms in [vec![a, b], vec![a, b, c]] {
+                for cache in [true, false] {
+                    let what = format!("{kind:?}, k = {}, cache {cache}", ms.len());
+                    let (worst, spread, other_rule) = check_step_distributions(&ms, cache);
+                    eprintln!("{what}: off by {worst:e}; from a member {spread:e}, from the mean logits' softmax {other_rule:e}");
+                    assert!(worst <= tol, "{what}: the step distribution is off by {worst}");
+                    // the members disagree: the mean is not any one of them, nor the other pooling
+                    assert!(spread > 1e-2, "{what}: members too alike ({spread})");
+                    assert!(other_rule > 1e-2, "{what}: mean of probabilities vs of logits ({other_rule})");
+                }
+            }
+        }
+    }
+
+    /// Decodes [`prompts`] with the ensemble `ms` (batches of 3, 8 new tokens) and compares every
+    /// step's distribution with the mean of the members' softmaxes by the plain forward: the
+    /// largest difference, the largest difference to a single member, and to the softmax of the
+    /// mean logits. Checks each row sums to 1 and its argmax is the token decoded.
+    fn check_step_distributions(ms: &[&Gpt], cache: bool) -> (f64, f64, f64) {
+        let p = prompts();
+        let mut seen: Vec<(Vec<usize>, Tensor)> = Vec::new();
+        let o = Options { batch_size: 3, ..opts(8, cache) };
+        let gens = generate_observed(ms, &p, &o, None, chars, Device::Cpu, &mut |rows, d| {
+            seen.push((rows.to_vec(), d.shallow_clone()))
+        })
+        .unwrap();
+        assert_eq!(seen.len(), 2 * 8, "two batches of 8 steps");
+        let (mut worst, mut spread, mut other_rule) = (0f64, 0f64, 0f64);
+        let max_abs = |t: Tensor| f64::try_from(t.abs().max()).unwrap();
+        for (j, (rows, d)) in seen.iter().enumerate() {
+            let step = j % 8;
+            assert_eq!(d.kind(), Kind::Double);
+            for (r, &i) in rows.iter().enumerate() {
+                let seq: Vec<i64> = p[i].iter().chain(&gens[i].tokens[..step]).map(|&t| t as i64).collect();
+                let x = Tensor::from_slice(&seq).view([1, -1]);
+                let logits: Vec<Tensor> =
+                    ms.iter().map(|m| tch::no_grad(|| m.forward(&x, false)).get(0).get(seq.len() as i64 - 1)).collect();
+                let probs: Vec<Tensor> = logits.iter().map(|l| l.softmax(-1, Kind::Double)).collect();
+                let mean = Tensor::stack(&probs, 0).mean_dim(0, false, Kind::Double);
+                let row = d.get(r as i64);
+                worst = worst.max(max_abs(&row - &mean));
+                for q in &probs {
+                    spread = spread.max(max_abs(&row - q));
+                }
+                // not the softmax of the mean logits (a product of experts) either
+                let pooled = Tensor::stack(&logits, 0).mean_dim(0, false, Kind::Double).softmax(-1, Kind::Double);
+                other_rule = other_rule.max(max_abs(&row - &pooled));
+                assert!((f64::try_from(row.sum(Kind::Double)).unwrap() - 1.0).abs() < 1e-9);
+                assert_eq!(i64::try_from(row.argmax(-1, false)).unwrap(), gens[i].tokens[step] as i64);
+            }
+        }
+        (worst, spread, other_rule)
+    }
+
+    #[test]
+    fn generate_ensemble_refuses_members_of_another_vocabulary_or_architecture() {
+        let (_a, a) = tiny();
+        let (_v, other_vocab) = tiny_with(11, VOCAB + 10, 2);
+        let (_d, deeper) = tiny_with(11, VOCAB, 3);
+        let p = prompts();
+        let e = generate_ids_ensemble(&[&a, &a, &other_vocab], &p, &opts(4, true), None, chars, Device::Cpu)
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("ensemble member 3 of 3") && e.contains("vocabulary of 60 tokens"), "{e}");
+        let e = generate_ids_ensemble(&[&a, &deeper], &p, &opts(4, false), None, chars, Device::Cpu)
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("ensemble member 2 of 2") && e.contains("3 layers") && e.contains("architecture"), "{e}");
+        let e = generate_ids_ensemble(&[], &p, &opts(4, true), None, chars, Device::Cpu).unwrap_err().to_string();
+        assert!(e.contains("at least one"), "{e}");
     }
 
     /// The newest checkpoint of the smoke run, if `just reproduce` has left one.

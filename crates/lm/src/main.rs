@@ -100,11 +100,14 @@ enum Command {
         out: PathBuf,
     },
     /// Continue prompts greedily (batched, with a key/value cache) and print each continuation.
-    /// A prompt keeps its last `context - max_new_tokens` tokens.
+    /// A prompt keeps its last `context - max_new_tokens` tokens. With several checkpoints,
+    /// ensemble decoding: at every step the mean of their next-token probability distributions,
+    /// greedy on the mean.
     Generate {
-        /// The checkpoint: its sidecar (step_N.json) or weights (step_N.safetensors).
-        #[arg(long)]
-        checkpoint: PathBuf,
+        /// The checkpoint: its sidecar (step_N.json) or weights (step_N.safetensors). Repeat for
+        /// an ensemble (same architecture and tokenizer; each keeps its own cache).
+        #[arg(long, required = true)]
+        checkpoint: Vec<PathBuf>,
         /// A prompt (repeat for several, decoded as one batch).
         #[arg(long, required = true)]
         prompt: Vec<String>,
@@ -213,11 +216,14 @@ fn main() -> Result<()> {
         }
         Command::Generate { checkpoint, prompt, max_new_tokens, until, tokenizer, no_cache } => {
             let device = tch::Device::cuda_if_available();
-            let l = lm::generate::load(&checkpoint, tokenizer.as_deref(), device)?;
+            let paths: Vec<&std::path::Path> = checkpoint.iter().map(PathBuf::as_path).collect();
+            let members = lm::generate::load_ensemble(&paths, tokenizer.as_deref(), device)?;
+            let models: Vec<&lm::model::Gpt> = members.iter().map(|l| &l.model).collect();
+            let l = &members[0];
             let until: Vec<String> = until.iter().map(|u| unescape(u)).collect();
             let opts = lm::generate::Options { max_new_tokens, until, batch_size: prompt.len(), cache: !no_cache };
             let start = std::time::Instant::now();
-            let gens = lm::generate::generate(&l.model, &l.tok, &prompt, &opts, device)?;
+            let gens = lm::generate::generate_ensemble(&models, &l.tok, &prompt, &opts, device)?;
             let wall = start.elapsed().as_secs_f64();
             for (i, (p, g)) in prompt.iter().zip(&gens).enumerate() {
                 let cut =
@@ -231,9 +237,15 @@ fn main() -> Result<()> {
                 println!("[{}] continuation ({} tokens, {why}): {:?}", i + 1, g.tokens.len(), g.text);
             }
             let n: usize = gens.iter().map(|g| g.tokens.len()).sum();
+            let steps: Vec<String> = members.iter().map(|l| l.meta.step.to_string()).collect();
             eprintln!(
-                "step {} on {device:?}: {n} tokens in {wall:.2} s ({:.0} tokens/s, {})",
-                l.meta.step,
+                "{} {} on {device:?}: {n} tokens in {wall:.2} s ({:.0} tokens/s, {})",
+                if members.len() > 1 {
+                    format!("ensemble of {} checkpoints, steps", members.len())
+                } else {
+                    "step".into()
+                },
+                steps.join(","),
                 n as f64 / wall.max(1e-9),
                 if no_cache { "no cache" } else { "cached" }
             );

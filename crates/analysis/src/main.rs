@@ -14,7 +14,10 @@ enum Command {
     /// Analyse a run folder (runs/<name>, with eval/tasks.parquet), or lm-evaluation-harness
     /// outputs: one or more folders as `lm_eval --output_path OUT [--log_samples]` writes them
     /// (OUT/<model>/results_<ts>.json, samples_<task>_<ts>.jsonl), results or samples files,
-    /// flat folders of results files (`..._step<N>.json`), or glob patterns.
+    /// flat folders of results files (`..._step<N>.json`), or glob patterns; or the outputs of
+    /// lighteval (details/ parquet beside results/), OLMES (task-NNN-<task>-predictions.jsonl)
+    /// or llm-jp-eval (docs/harnesses.md). Harness outputs are parsed once into an ingest cache
+    /// beside --out (see --cache) and analysed one task at a time.
     ///
     /// The step of each run comes from, in order: --step-from over its path, config.model_args
     /// (revision=step<N>, or step<N> / step_<N> in the pretrained= path), --step-map, and

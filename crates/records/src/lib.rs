@@ -11,7 +11,10 @@
 //! - [`TaskRecord`]: one row per (step, task): accuracy and its standard error.
 //!
 //! Tables are written as parquet (and CSV for the task table) whole or not at all (`output`).
-//! [`harness`] reads lm-evaluation-harness results and `--log_samples` files into the same rows.
+//! Harness outputs come in through [`source`]: the contract every reader fulfils and the one
+//! loader (task by task, through the ingest cache of [`cache`]). The readers: [`harness`]
+//! (lm-evaluation-harness results and `--log_samples` files), [`lighteval`], [`olmes`],
+//! [`llmjp`] (llm-jp-eval).
 
 pub mod cache;
 pub mod harness;

@@ -16,7 +16,6 @@
 use anyhow::{bail, Context, Result};
 use rayon::prelude::*;
 use serde::{Deserialize, Serialize};
-use sha2::{Digest, Sha256};
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::sync::Mutex;
@@ -132,7 +131,7 @@ impl Cache {
                     }
                 }
                 let bytes = std::fs::read(&u.path).with_context(|| format!("{}: cannot read", u.path.display()))?;
-                let sha256 = hex(&Sha256::digest(&bytes));
+                let sha256 = output::provenance::sha256_hex(&bytes);
                 let p = reader.parse(&u, &bytes)?;
                 let entry = this.store(&u, source, &meta, sha256, reader, &p)?;
                 Ok((u, p, Some(entry)))
@@ -221,7 +220,7 @@ impl Cache {
                 reader.version(),
                 crate::TABLE_VERSION
             );
-            let name = format!("{}.parquet", &hex(&Sha256::digest(id.as_bytes()))[..32]);
+            let name = format!("{}.parquet", &output::provenance::sha256_hex(id.as_bytes())[..32]);
             let mut df = crate::examples_frame(&p.examples)?;
             crate::write_frame(&self.dir.join(UNITS).join(&name), &mut df)?;
             name
@@ -264,8 +263,4 @@ impl Cache {
         }
         Ok((self.parsed, self.cached, std::mem::take(&mut self.notes)))
     }
-}
-
-fn hex(bytes: &[u8]) -> String {
-    bytes.iter().map(|b| format!("{b:02x}")).collect()
 }

@@ -267,11 +267,16 @@ impl StepRule {
     }
 }
 
-/// Parses a JSON file, naming the file and the line of a syntax error.
-fn read_json(path: &Path) -> Result<Value> {
-    let text = std::fs::read_to_string(path).with_context(|| format!("{}: cannot read", path.display()))?;
-    serde_json::from_str(&text)
+/// Parses a JSON text, naming the file and the line of a syntax error.
+pub(crate) fn json_of(path: &Path, bytes: &[u8]) -> Result<Value> {
+    serde_json::from_slice(bytes)
         .map_err(|e| anyhow::anyhow!("{}:{}: not JSON (truncated?): {e}", path.display(), e.line()))
+}
+
+/// Parses a JSON file, naming the file and the line of a syntax error.
+pub(crate) fn read_json(path: &Path) -> Result<Value> {
+    let bytes = std::fs::read(path).with_context(|| format!("{}: cannot read", path.display()))?;
+    json_of(path, &bytes)
 }
 
 /// Task rows of one results JSON: every task that reports `acc`.
@@ -499,7 +504,7 @@ pub fn filter_trail(task: &str, filter: &str) -> String {
 
 /// One text field of a sample: a string (a number is taken as its JSON text, as lm-eval casts a
 /// gold to the type of the result), at most [`MAX_TEXT_BYTES`].
-fn text_field(v: &Value, what: &str, at: &dyn Fn() -> String) -> Result<String> {
+pub(crate) fn text_field(v: &Value, what: &str, at: &dyn Fn() -> String) -> Result<String> {
     let t = match v {
         Value::String(t) => t.clone(),
         Value::Number(n) => n.to_string(),
@@ -636,21 +641,12 @@ fn generation_rows(
             step,
             task: trail.clone(),
             example_id: format!("{trail}/{doc_id}"),
-            gold: 0,
-            predicted: 0,
-            predicted_norm: 0,
-            correct: false,
-            correct_norm: false,
-            logliks: Vec::new(),
-            lengths_chars: Vec::new(),
-            lengths_tokens: Vec::new(),
-            lengths_bytes: Vec::new(),
-            gold_is_greedy: false,
             output,
             item_hash,
             targets,
             score_names,
             score_values,
+            ..Default::default()
         });
     }
     if trails.is_empty() {
@@ -659,23 +655,9 @@ fn generation_rows(
     let mut out = BTreeMap::new();
     for (trail, mut rows) in trails {
         // exact_match where lm-eval stored it, else the first metric that is 0/1 on every line
-        let names: Vec<String> = rows[0].score_names.clone();
-        let binary = |n: &str| rows.iter().all(|r| r.score(n).is_some_and(|x| x == 0.0 || x == 1.0));
-        let decider = if rows.iter().all(|r| r.score("exact_match").is_some()) {
-            Some("exact_match".to_string())
-        } else {
-            names.into_iter().find(|n| binary(n))
-        };
-        let Some(decider) = decider else {
-            notices.push(format!(
-                "{}: generation task {trail} stores no exact_match or other 0/1 metric on every line; no per-example analysis (its results file's scores are analysed at the task level where it has an acc, else it is left out)",
-                path.display()
-            ));
+        if crate::source::decide_generation(&mut rows, &["exact_match"]).is_none() {
+            notices.push(crate::source::undecided(path, &trail));
             continue;
-        };
-        for r in &mut rows {
-            let ok = r.score(&decider).is_some_and(|x| x >= 1.0);
-            (r.correct, r.correct_norm, r.gold_is_greedy) = (ok, ok, ok);
         }
         out.insert(trail, rows);
     }
@@ -780,7 +762,7 @@ fn walk(dir: &Path, out: &mut Vec<Found>, notices: &mut Vec<String>) -> Result<(
 }
 
 /// The paths a pattern with `*`, `?` or `[..]` names (sorted); an error if it names none.
-fn expand(input: &Path) -> Result<Vec<PathBuf>> {
+pub(crate) fn expand(input: &Path) -> Result<Vec<PathBuf>> {
     let s = input.to_string_lossy();
     if !s.contains(['*', '?', '[']) || input.exists() {
         return Ok(vec![input.to_path_buf()]);

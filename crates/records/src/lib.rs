@@ -31,7 +31,9 @@ use std::path::Path;
 
 pub use polars;
 
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+/// `Default` is the row with no options, no output and no scores, every flag false: readers
+/// start from it and set what their harness gives.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 pub struct ExampleRecord {
     pub step: u64,
     pub task: String,

@@ -57,8 +57,8 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::io::Cursor;
 use std::path::{Path, PathBuf};
 
-use crate::harness::{choice_chars, StepRule, MAX_TEXT_BYTES};
-use crate::olmes::{collect, decide, expand, num, one_per_step_task, read_json, sha256_hex, step_of_model, walk};
+use crate::harness::{choice_chars, expand, read_json, StepRule, MAX_TEXT_BYTES};
+use crate::olmes::{collect, decide, num, one_per_step_task, sha256_hex, step_of_model, walk};
 use crate::source::{Discovered, Parsed, Reader, Unit};
 use crate::{argmax, ExampleRecord, TaskRecord};
 
@@ -378,21 +378,8 @@ pub fn parse_details(unit: &Unit, bytes: &[u8]) -> Result<Parsed> {
             step: unit.step,
             task: task.to_string(),
             example_id: format!("{task}/{id}"),
-            gold: 0,
-            predicted: 0,
-            predicted_norm: 0,
-            correct: false,
-            correct_norm: false,
-            logliks: Vec::new(),
-            lengths_chars: Vec::new(),
-            lengths_tokens: Vec::new(),
-            lengths_bytes: Vec::new(),
-            gold_is_greedy: false,
-            output: String::new(),
             item_hash: sha256_hex(&json!([query, choices, golds])),
-            targets: Vec::new(),
-            score_names: Vec::new(),
-            score_values: Vec::new(),
+            ..Default::default()
         };
         if choice {
             let logliks: Vec<f64> = resp

@@ -47,11 +47,8 @@ use serde_json::{json, Value};
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
 
-use crate::harness::StepRule;
-use crate::olmes::{
-    collect, decide, expand, id_text, json_of, num, one_per_step_task, read_json, sha256_hex, step_of_model, text_of,
-    walk,
-};
+use crate::harness::{expand, json_of, read_json, text_field, StepRule};
+use crate::olmes::{collect, decide, id_text, num, one_per_step_task, sha256_hex, step_of_model, walk};
 use crate::source::{Discovered, Parsed, Reader, Unit};
 use crate::{ExampleRecord, TaskRecord};
 
@@ -197,8 +194,8 @@ pub fn parse_run(unit: &Unit, bytes: &[u8]) -> Result<Parsed> {
         if let Some(first) = seen.insert(id.clone(), i) {
             bail!("{}: id {id} appears twice in dataset {task} (also record {first}): refused", at());
         }
-        let pred = text_of(rec.get("pred").unwrap_or(&Value::Null), "pred", &at)?;
-        let gold = text_of(rec.get("gold").unwrap_or(&Value::Null), "gold", &at)?;
+        let pred = text_field(rec.get("pred").unwrap_or(&Value::Null), "pred", &at)?;
+        let gold = text_field(rec.get("gold").unwrap_or(&Value::Null), "gold", &at)?;
         let input = rec.get("input").and_then(Value::as_str).unwrap_or("");
         let mut names = Vec::new();
         let mut values = Vec::new();
@@ -226,21 +223,12 @@ pub fn parse_run(unit: &Unit, bytes: &[u8]) -> Result<Parsed> {
             step: unit.step,
             task: task.to_string(),
             example_id: format!("{task}/{id}"),
-            gold: 0,
-            predicted: 0,
-            predicted_norm: 0,
-            correct: false,
-            correct_norm: false,
-            logliks: Vec::new(),
-            lengths_chars: Vec::new(),
-            lengths_tokens: Vec::new(),
-            lengths_bytes: Vec::new(),
-            gold_is_greedy: false,
             output: pred,
             item_hash: sha256_hex(&json!([input, gold])),
             targets: vec![gold],
             score_names: names,
             score_values: values,
+            ..Default::default()
         });
     }
     if out.examples.is_empty() {

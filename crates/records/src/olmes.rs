@@ -45,11 +45,10 @@
 
 use anyhow::{bail, Context, Result};
 use serde_json::{json, Value};
-use sha2::{Digest, Sha256};
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
 
-use crate::harness::{StepRule, MAX_TEXT_BYTES};
+use crate::harness::{expand, read_json, text_field, StepRule};
 use crate::source::{Discovered, Parsed, Reader, Unit};
 use crate::{argmax, ExampleRecord, TaskRecord};
 
@@ -65,22 +64,6 @@ pub fn predictions_name(path: &Path) -> Option<(u32, String)> {
         return None;
     }
     Some((idx.parse().ok()?, task.to_string()))
-}
-
-/// The paths a pattern with `*`, `?` or `[..]` names (sorted); an error if it names none. A path
-/// without such characters, or one that exists, is itself.
-pub(crate) fn expand(input: &Path) -> Result<Vec<PathBuf>> {
-    let s = input.to_string_lossy();
-    if !s.contains(['*', '?', '[']) || input.exists() {
-        return Ok(vec![input.to_path_buf()]);
-    }
-    let mut out: Vec<PathBuf> =
-        glob::glob(&s).with_context(|| format!("{s}: not a valid glob pattern"))?.filter_map(Result::ok).collect();
-    out.sort();
-    if out.is_empty() {
-        bail!("{s}: the pattern matches nothing");
-    }
-    Ok(out)
 }
 
 /// Every file below `dir` (any depth, hidden entries and symlinked folders skipped) for which
@@ -131,17 +114,6 @@ pub(crate) fn collect(inputs: &[PathBuf], keep: &dyn Fn(&Path) -> bool, what: &s
     Ok(out)
 }
 
-/// Parses a JSON text, naming the file and the line of a syntax error.
-pub(crate) fn json_of(path: &Path, bytes: &[u8]) -> Result<Value> {
-    serde_json::from_slice(bytes)
-        .map_err(|e| anyhow::anyhow!("{}:{}: not JSON (truncated?): {e}", path.display(), e.line()))
-}
-
-pub(crate) fn read_json(path: &Path) -> Result<Value> {
-    let bytes = std::fs::read(path).with_context(|| format!("{}: cannot read", path.display()))?;
-    json_of(path, &bytes)
-}
-
 /// A number, possibly written as a string; a boolean as 0/1.
 pub(crate) fn num(v: &Value) -> Option<f64> {
     match v {
@@ -160,27 +132,9 @@ pub(crate) fn id_text(v: &Value) -> String {
     }
 }
 
-/// A text field of an example (a number is taken as its text), at most [`MAX_TEXT_BYTES`].
-pub(crate) fn text_of(v: &Value, what: &str, at: &dyn Fn() -> String) -> Result<String> {
-    let t = match v {
-        Value::String(t) => t.clone(),
-        Value::Number(n) => n.to_string(),
-        Value::Null => bail!("{}: `{what}` is null", at()),
-        Value::Bool(_) => bail!("{}: `{what}` is not a string but a boolean", at()),
-        Value::Array(_) => bail!("{}: `{what}` is not a string but a list", at()),
-        Value::Object(_) => bail!("{}: `{what}` is not a string but an object", at()),
-    };
-    if t.len() > MAX_TEXT_BYTES {
-        bail!("{}: `{what}` holds {} bytes of text, more than {MAX_TEXT_BYTES}: not an answer", at(), t.len());
-    }
-    Ok(t)
-}
-
 /// The sha256 hex of a JSON value's text (the identity of an example's text).
 pub(crate) fn sha256_hex(v: &Value) -> String {
-    let mut h = Sha256::new();
-    h.update(v.to_string().as_bytes());
-    h.finalize().iter().map(|b| format!("{b:02x}")).collect()
+    output::provenance::sha256_hex(v.to_string().as_bytes())
 }
 
 /// The step of a harness's file whose run recorded the model as `pretrained` (path or name) and
@@ -422,21 +376,7 @@ pub fn parse_predictions(unit: &Unit, bytes: &[u8]) -> Result<Parsed> {
             step: unit.step,
             task: task.to_string(),
             example_id: format!("{task}/{doc_id}"),
-            gold: 0,
-            predicted: 0,
-            predicted_norm: 0,
-            correct: false,
-            correct_norm: false,
-            logliks: Vec::new(),
-            lengths_chars: Vec::new(),
-            lengths_tokens: Vec::new(),
-            lengths_bytes: Vec::new(),
-            gold_is_greedy: false,
-            output: String::new(),
-            item_hash: String::new(),
-            targets: Vec::new(),
-            score_names: Vec::new(),
-            score_values: Vec::new(),
+            ..Default::default()
         };
         match k {
             Kind::Choice => {
@@ -482,14 +422,14 @@ pub fn parse_predictions(unit: &Unit, bytes: &[u8]) -> Result<Parsed> {
             Kind::Generation => {
                 let first = &outs[0];
                 r.output = match first.get("model_answer") {
-                    Some(a @ (Value::String(_) | Value::Number(_))) => text_of(a, "model_answer", &at)?,
-                    _ => text_of(first.get("continuation").unwrap_or(&Value::Null), "continuation", &at)?,
+                    Some(a @ (Value::String(_) | Value::Number(_))) => text_field(a, "model_answer", &at)?,
+                    _ => text_field(first.get("continuation").unwrap_or(&Value::Null), "continuation", &at)?,
                 };
                 r.targets = match v.get("label") {
                     None | Some(Value::Null) => bail!("{}: no `label` (the gold text)", at()),
                     Some(Value::Array(ts)) if ts.is_empty() => bail!("{}: `label` is an empty list", at()),
-                    Some(Value::Array(ts)) => ts.iter().map(|t| text_of(t, "label", &at)).collect::<Result<_>>()?,
-                    Some(t) => vec![text_of(t, "label", &at)?],
+                    Some(Value::Array(ts)) => ts.iter().map(|t| text_field(t, "label", &at)).collect::<Result<_>>()?,
+                    Some(t) => vec![text_field(t, "label", &at)?],
                 };
                 for (name, x) in metrics.as_object().unwrap() {
                     let Some(x) = (match x {
@@ -524,28 +464,9 @@ pub fn parse_predictions(unit: &Unit, bytes: &[u8]) -> Result<Parsed> {
 /// lighteval's `em`), else the first stored metric (by name) that is 0/1 on every row; with
 /// none, the rows are dropped with a notice.
 pub(crate) fn decide(out: &mut Parsed, path: &Path, task: &str) {
-    let rows = &out.examples;
-    let stored = |n: &str| rows.iter().all(|r| r.score(n).is_some());
-    let decider = if let Some(n) = ["exact_match", "em"].into_iter().find(|n| stored(n)) {
-        Some(n.to_string())
-    } else {
-        rows[0]
-            .score_names
-            .iter()
-            .find(|n| rows.iter().all(|r| r.score(n).is_some_and(|x| x == 0.0 || x == 1.0)))
-            .cloned()
-    };
-    let Some(decider) = decider else {
-        out.notices.push(format!(
-            "{}: generation task {task} stores no exact_match or other 0/1 metric on every example; analysed at the task level",
-            path.display()
-        ));
+    if crate::source::decide_generation(&mut out.examples, &["exact_match", "em"]).is_none() {
+        out.notices.push(crate::source::undecided(path, task));
         out.examples.clear();
-        return;
-    };
-    for r in &mut out.examples {
-        let ok = r.score(&decider).is_some_and(|x| x >= 1.0);
-        (r.correct, r.correct_norm, r.gold_is_greedy) = (ok, ok, ok);
     }
 }
 

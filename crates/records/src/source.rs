@@ -244,6 +244,33 @@ impl Said {
     }
 }
 
+/// Decides a generation trail's correctness, the same for every harness: the first of
+/// `preferred` that every row stores, else the first stored metric (in the first row's order)
+/// that is 0/1 on every row; each row is correct where it is >= 1 (`correct`, `correct_norm`
+/// and `gold_is_greedy` alike). Returns the metric used, or None (the rows are left as they
+/// were; [`undecided`] says so).
+pub fn decide_generation(rows: &mut [ExampleRecord], preferred: &[&str]) -> Option<String> {
+    let stored = |n: &str| rows.iter().all(|r| r.score(n).is_some());
+    let binary = |n: &str| rows.iter().all(|r| r.score(n).is_some_and(|x| x == 0.0 || x == 1.0));
+    let decider = match preferred.iter().find(|n| stored(n)) {
+        Some(n) => n.to_string(),
+        None => rows.first()?.score_names.iter().find(|n| binary(n))?.clone(),
+    };
+    for r in rows.iter_mut() {
+        let ok = r.score(&decider).is_some_and(|x| x >= 1.0);
+        (r.correct, r.correct_norm, r.gold_is_greedy) = (ok, ok, ok);
+    }
+    Some(decider)
+}
+
+/// The notice of a generation trail [`decide_generation`] could not decide.
+pub fn undecided(path: &Path, trail: &str) -> String {
+    format!(
+        "{}: generation task {trail} stores no exact_match or other 0/1 metric on every example; no per-example analysis (its aggregate scores are analysed at the task level where they have an acc, else it is left out)",
+        path.display()
+    )
+}
+
 /// [`load`] holding every example row (small inputs, tests).
 pub fn load_all(
     reader: &dyn Reader,

@@ -43,27 +43,22 @@ impl Input {
 
 /// A run's tables: `<dir>/eval/tasks.parquet` (and `examples.parquet`), or an eval folder itself.
 fn run_tables(dir: &Path) -> Result<Option<Input>> {
-    let single = run::RunDir::new(dir).eval_of(run::Variant::SINGLE).expect("single has an eval folder");
-    for (eval, is_run) in [(single, true), (dir.to_path_buf(), false)] {
-        let t = eval.join("tasks.parquet");
-        if t.is_file() {
-            let e = eval.join("examples.parquet");
-            let panels = if e.is_file() { Panel::all(&records::read_examples(&e)?)? } else { BTreeMap::new() };
-            let mut sources = vec![t.clone()];
-            if e.is_file() {
-                sources.push(e);
-            }
-            return Ok(Some(Input {
-                tasks: records::read_tasks(&t)?,
-                panels,
-                sources,
-                harness: false,
-                notices: Vec::new(),
-                run: is_run.then(|| dir.to_path_buf()),
-            }));
-        }
+    let Some((eval, is_run)) = eval_folder(dir) else { return Ok(None) };
+    let t = eval.join("tasks.parquet");
+    let e = eval.join("examples.parquet");
+    let panels = if e.is_file() { Panel::all(&records::read_examples(&e)?)? } else { BTreeMap::new() };
+    let mut sources = vec![t.clone()];
+    if e.is_file() {
+        sources.push(e);
     }
-    Ok(None)
+    Ok(Some(Input {
+        tasks: records::read_tasks(&t)?,
+        panels,
+        sources,
+        harness: false,
+        notices: Vec::new(),
+        run: is_run.then(|| dir.to_path_buf()),
+    }))
 }
 
 /// A run folder (`<run>/eval/tasks.parquet`, `<run>/eval/examples.parquet`), an eval folder
@@ -146,9 +141,11 @@ impl CacheChoice {
     }
 }
 
-fn run_tables_exist(dir: &Path) -> bool {
+/// The folder holding a run's task table: `<dir>/eval` of a run (true), or `dir` itself, an
+/// eval folder (false); None for anything else (harness outputs).
+fn eval_folder(dir: &Path) -> Option<(PathBuf, bool)> {
     let single = run::RunDir::new(dir).eval_of(run::Variant::SINGLE).expect("single has an eval folder");
-    single.join("tasks.parquet").is_file() || dir.join("tasks.parquet").is_file()
+    [(single, true), (dir.to_path_buf(), false)].into_iter().find(|(eval, _)| eval.join("tasks.parquet").is_file())
 }
 
 /// The cache is never written inside the harness folders it reads.
@@ -197,7 +194,7 @@ pub fn run(
 ) -> Result<String> {
     opts.check()?;
     let rule = records::harness::StepRule::new(step_from, step_map)?;
-    let is_run = matches!(inputs, [dir] if run_tables_exist(dir));
+    let is_run = matches!(inputs, [dir] if eval_folder(dir).is_some());
     let out = match out {
         Some(o) => o,
         None if is_run => run::RunDir::new(&inputs[0]).analysis(),

@@ -129,17 +129,7 @@ fn bounds(k: usize, mb: usize, reps: usize, one: &rayon::ThreadPool, two: &rayon
             reps,
             || {},
             || {
-                let mut left = (k + 1) * (mb << 20);
-                while left > 0 {
-                    let n = left.min(buf);
-                    p.install(|| {
-                        dst[..n]
-                            .par_chunks_mut(1 << 20)
-                            .zip(src[..n].par_chunks(1 << 20))
-                            .for_each(|(d, s)| d.copy_from_slice(std::hint::black_box(s)))
-                    });
-                    left -= n;
-                }
+                copy_bytes(p, &src, dst, (k + 1) * (mb << 20));
                 Ok(())
             },
         )
@@ -153,25 +143,7 @@ fn bounds(k: usize, mb: usize, reps: usize, one: &rayon::ThreadPool, two: &rayon
             reps,
             || {},
             || {
-                let mut left = k * (mb << 20);
-                let mut fold = 0u64;
-                while left > 0 {
-                    let n = left.min(buf);
-                    fold ^= p.install(|| {
-                        src[..n]
-                            .par_chunks(1 << 20)
-                            .map(|c| c.chunks_exact(8).fold(0u64, |a, x| a ^ u64::from_le_bytes(x.try_into().unwrap())))
-                            .reduce(|| 0, |a, b| a ^ b)
-                    });
-                    left -= n;
-                }
-                let mut left = mb << 20;
-                while left > 0 {
-                    let n = left.min(buf);
-                    p.install(|| dst[..n].par_chunks_mut(1 << 20).for_each(|d| d.fill(fold as u8)));
-                    left -= n;
-                }
-                std::hint::black_box(&dst);
+                read_then_write(p, &src, &mut dst, k * (mb << 20), mb << 20);
                 Ok(())
             },
         )
@@ -179,6 +151,45 @@ fn bounds(k: usize, mb: usize, reps: usize, one: &rayon::ThreadPool, two: &rayon
     let stream1 = stream(one)?;
     let stream2 = stream(two)?;
     Ok([copy1, copy2, stream1, stream2])
+}
+
+/// The memory-copy bound: `total` bytes copied from `src` to `dst` (equal lengths, reused in
+/// chunks of that size) on `pool`.
+fn copy_bytes(pool: &rayon::ThreadPool, src: &[u8], dst: &mut [u8], total: usize) {
+    let mut left = total;
+    while left > 0 {
+        let n = left.min(src.len());
+        pool.install(|| {
+            dst[..n]
+                .par_chunks_mut(1 << 20)
+                .zip(src[..n].par_chunks(1 << 20))
+                .for_each(|(d, s)| d.copy_from_slice(std::hint::black_box(s)))
+        });
+        left -= n;
+    }
+}
+
+/// The streaming bound of an average: `read` bytes read (`src` again and again, folded with xor
+/// so that nothing is optimised away), then `write` bytes written into `dst`, on `pool`.
+fn read_then_write(pool: &rayon::ThreadPool, src: &[u8], dst: &mut [u8], read: usize, write: usize) {
+    let (mut left, mut fold) = (read, 0u64);
+    while left > 0 {
+        let n = left.min(src.len());
+        fold ^= pool.install(|| {
+            src[..n]
+                .par_chunks(1 << 20)
+                .map(|c| c.chunks_exact(8).fold(0u64, |a, x| a ^ u64::from_le_bytes(x.try_into().unwrap())))
+                .reduce(|| 0, |a, b| a ^ b)
+        });
+        left -= n;
+    }
+    let mut left = write;
+    while left > 0 {
+        let n = left.min(dst.len());
+        pool.install(|| dst[..n].par_chunks_mut(1 << 20).for_each(|d| d.fill(fold as u8)));
+        left -= n;
+    }
+    std::hint::black_box(&dst);
 }
 
 fn main() -> Result<()> {
@@ -470,39 +481,12 @@ fn sharded_row(bench: &str, mb: usize, reps: usize, two: &rayon::ThreadPool) -> 
     let mut dst = vec![0u8; buf];
     let copy = |dst: &mut [u8]| {
         let t = Instant::now();
-        let mut left = (k + 1) * (mb << 20);
-        while left > 0 {
-            let n = left.min(buf);
-            two.install(|| {
-                dst[..n]
-                    .par_chunks_mut(1 << 20)
-                    .zip(src[..n].par_chunks(1 << 20))
-                    .for_each(|(d, s)| d.copy_from_slice(std::hint::black_box(s)))
-            });
-            left -= n;
-        }
+        copy_bytes(two, &src, dst, (k + 1) * (mb << 20));
         t.elapsed().as_secs_f64()
     };
     let read_write = |dst: &mut [u8]| {
         let t = Instant::now();
-        let (mut left, mut fold) = (k * (mb << 20), 0u64);
-        while left > 0 {
-            let n = left.min(buf);
-            fold ^= two.install(|| {
-                src[..n]
-                    .par_chunks(1 << 20)
-                    .map(|c| c.chunks_exact(8).fold(0u64, |a, x| a ^ u64::from_le_bytes(x.try_into().unwrap())))
-                    .reduce(|| 0, |a, b| a ^ b)
-            });
-            left -= n;
-        }
-        let mut left = mb << 20;
-        while left > 0 {
-            let n = left.min(buf);
-            two.install(|| dst[..n].par_chunks_mut(1 << 20).for_each(|d| d.fill(fold as u8)));
-            left -= n;
-        }
-        std::hint::black_box(&dst);
+        read_then_write(two, &src, dst, k * (mb << 20), mb << 20);
         t.elapsed().as_secs_f64()
     };
     // the output's bytes written to a file and synced: what the durable call cannot beat

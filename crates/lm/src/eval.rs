@@ -44,6 +44,11 @@ pub struct Prepared {
     pub requests: Vec<Vec<Request>>,
     pub chars: Vec<Vec<u32>>,
     pub bytes: Vec<Vec<u32>>,
+    /// A generation task's decoding and scoring, its prompts (shots included) and each prompt's
+    /// acceptable answers (the task file's continuations); `requests` is then empty.
+    pub generation: Option<tasks::GenerationSpec>,
+    pub prompts: Vec<String>,
+    pub targets: Vec<Vec<String>>,
 }
 
 /// Subsets, adds shots and tokenizes every task as lm-evaluation-harness does
@@ -64,9 +69,20 @@ pub fn prepare(tasks: &[Task], tok: &Tok, cfg: &EvalConfig) -> Result<Vec<Prepar
             requests: vec![],
             chars: vec![],
             bytes: vec![],
+            generation: t.info.generation.clone(),
+            prompts: vec![],
+            targets: vec![],
         };
         // with_shots keeps the order: `chosen[i]` is `examples[i]` without its shots
         for (e, plain) in examples.iter().zip(&chosen) {
+            if t.info.kind == Kind::Generate {
+                p.ids.push(e.id.clone());
+                p.hashes.push(plain.text_hash());
+                p.gold.push(0);
+                p.prompts.push(e.choices[0].context.clone());
+                p.targets.push(e.choices.iter().map(|c| c.continuation.clone()).collect());
+                continue;
+            }
             let (mut reqs, mut bytes) = (Vec::new(), Vec::new());
             for c in &e.choices {
                 let (context, continuation, scored) = tok
@@ -87,6 +103,23 @@ pub fn prepare(tasks: &[Task], tok: &Tok, cfg: &EvalConfig) -> Result<Vec<Prepar
     Ok(out)
 }
 
+/// The tasks an eval config's `only` names (every task when it names none); a name the manifest
+/// lacks is an error that lists the manifest's names.
+pub fn select(all: Vec<Task>, only: &[String], dir: &Path) -> Result<Vec<Task>> {
+    if only.is_empty() {
+        return Ok(all);
+    }
+    if let Some(missing) = only.iter().find(|n| !all.iter().any(|t| &t.info.name == *n)) {
+        let names: Vec<&str> = all.iter().map(|t| t.info.name.as_str()).collect();
+        bail!(
+            "the eval config's `only` names task `{missing}`, which {}/manifest.json does not have (it has {}); rebuild with `just data`?",
+            dir.display(),
+            names.join(", ")
+        );
+    }
+    Ok(all.into_iter().filter(|t| only.contains(&t.info.name)).collect())
+}
+
 /// Scores one model on the prepared tasks.
 pub fn evaluate(
     model: &Gpt,
@@ -101,6 +134,10 @@ pub fn evaluate(
     let mut it = score_groups(model, &groups, batch_tokens, device)?.into_iter();
     let mut rows = Vec::new();
     for p in prepared {
+        if let Some(spec) = &p.generation {
+            rows.extend(generated_rows(model, tok, p, spec, step, batch_tokens, device)?);
+            continue;
+        }
         for (i, reqs) in p.requests.iter().enumerate() {
             let s = it.next().context("score_groups returned fewer groups than examples")?;
             let logliks: Vec<f64> = s.iter().map(|x| x.loglik).collect();
@@ -110,6 +147,7 @@ pub fn evaluate(
             let (correct, correct_n, output) = match p.kind {
                 Kind::Cloze => (s[gold].greedy, s[gold].greedy, tok.decode(&s[gold].argmax)?),
                 Kind::MultipleChoice | Kind::MinimalPair => (pred == gold, pred_n == gold, pred.to_string()),
+                Kind::Generate => unreachable!("generation tasks are decoded, not scored"),
             };
             rows.push(ExampleRecord {
                 step,
@@ -132,6 +170,66 @@ pub fn evaluate(
                 score_values: Vec::new(),
             });
         }
+    }
+    Ok(rows)
+}
+
+/// Rows of a generation task: each prompt decoded greedily ([`crate::generate`], KV cache,
+/// batches of `batch_tokens / context` prompts), the answer taken from the text by the task's
+/// rule, scored by lm-eval's `exact_match` (with the task's options) against the best of the
+/// acceptable answers, which go through the same rule. A row holds the answer as `output`, the
+/// answers as `targets`, `exact_match` as its one stored score and `correct` = exact match; the
+/// analysis computes character F1 and the instability score from the texts (as for lm-eval's
+/// `generate_until` samples, whose rows have the same shape).
+fn generated_rows(
+    model: &Gpt,
+    tok: &Tok,
+    p: &Prepared,
+    spec: &tasks::GenerationSpec,
+    step: u64,
+    batch_tokens: usize,
+    device: Device,
+) -> Result<Vec<ExampleRecord>> {
+    let options = textmatch::ExactMatchOptions {
+        ignore_case: spec.ignore_case,
+        ignore_punctuation: spec.ignore_punctuation,
+        ignore_numbers: false,
+        regexes_to_ignore: spec
+            .regexes_to_ignore
+            .iter()
+            .map(|r| textmatch::IgnoreRegex::new(r))
+            .collect::<Result<_, _>>()
+            .with_context(|| format!("task {}: a regex to ignore", p.name))?,
+    };
+    let opts = crate::generate::Options {
+        max_new_tokens: spec.max_new_tokens,
+        until: spec.until.clone(),
+        batch_size: (batch_tokens / model.config.context as usize).clamp(1, 64),
+        cache: true,
+    };
+    let generated = crate::generate::generate(model, tok, &p.prompts, &opts, device)
+        .with_context(|| format!("task {}: decoding", p.name))?;
+    let mut rows = Vec::with_capacity(generated.len());
+    for (i, g) in generated.iter().enumerate() {
+        let answer = spec.answer.of(&g.text);
+        let golds: Vec<String> = p.targets[i].iter().map(|t| spec.answer.of(t)).collect();
+        let em = textmatch::exact_match_multi_target(&answer, &golds, &options)
+            .with_context(|| format!("task {} example {}: exact match", p.name, p.ids[i]))?;
+        let correct = em >= 1.0;
+        rows.push(ExampleRecord {
+            step,
+            task: p.name.clone(),
+            example_id: p.ids[i].clone(),
+            correct,
+            correct_norm: correct,
+            gold_is_greedy: correct,
+            output: answer,
+            item_hash: p.hashes[i].clone(),
+            targets: golds,
+            score_names: vec!["exact_match".into()],
+            score_values: vec![em],
+            ..Default::default()
+        });
     }
     Ok(rows)
 }
@@ -250,7 +348,7 @@ pub fn run(
         None => resolve_tokenizer(&first.config.data.tokenizer, ckpt_dir)?,
     };
     let tok = Tok::load(&tok_path)?;
-    let all_tasks = tasks::load_all(&cfg.tasks)?;
+    let all_tasks = select(tasks::load_all(&cfg.tasks)?, &cfg.only, &cfg.tasks)?;
     let prepared = prepare(&all_tasks, &tok, cfg)?;
     let task_versions: Vec<(String, String)> = prepared.iter().map(|p| (p.name.clone(), p.version.clone())).collect();
     let n_examples: usize = prepared.iter().map(|p| p.ids.len()).sum();
@@ -369,6 +467,103 @@ mod tests {
         assert_eq!(tok.decode(&[tok.prefix_token().unwrap()]).unwrap(), "\n");
     }
 
+    /// A generation task's rows: the model's greedy continuation (as `lm generate` decodes it)
+    /// cut to the task's answer, exact match against the best answer under the task's options
+    /// (here case ignored), the answers as targets, exact match the one stored score.
+    #[test]
+    fn generation_tasks_store_the_answer_its_targets_and_exact_match() {
+        let dir = tempfile::tempdir().unwrap();
+        let tok = moby_tokenizer(dir.path());
+        tch::manual_seed(3);
+        let vs = nn::VarStore::new(Device::Cpu);
+        let c = ModelConfig {
+            d_model: 32,
+            n_layers: 1,
+            n_heads: 4,
+            d_ff: 64,
+            context: 64,
+            rope_theta: 1e4,
+            norm_eps: 1e-5,
+            init_std: 0.3,
+            dropout: 0.0,
+        };
+        let model = Gpt::new(&vs.root(), &c, tok.vocab_size());
+        let spec = tasks::GenerationSpec {
+            until: vec![],
+            max_new_tokens: 6,
+            answer: tasks::Answer::FirstWord,
+            ignore_case: true,
+            ignore_punctuation: false,
+            regexes_to_ignore: vec![],
+        };
+        let prompts = ["Call me", "The whale", "Some years ago"];
+        let opts = crate::generate::Options { max_new_tokens: 6, until: vec![], batch_size: 1, cache: true };
+        let alone = crate::generate::generate(&model, &tok, &prompts.map(String::from), &opts, Device::Cpu).unwrap();
+        let words: Vec<String> = alone.iter().map(|g| tasks::Answer::FirstWord.of(&g.text)).collect();
+        assert!(
+            words.iter().all(|w| !w.is_empty()),
+            "the seeded model starts every continuation with a word: {words:?}"
+        );
+        // example 0: its own word in upper case among two answers (right, case ignored);
+        // example 1: a word it did not say (wrong); example 2: its word with trailing punctuation
+        let answers = [
+            vec![" nothing".to_string(), format!(" {}", words[0].to_uppercase())],
+            vec![format!(" {}zz", words[1])],
+            vec![format!(" {}.", words[2])],
+        ];
+        let examples: Vec<tasks::Example> = prompts
+            .iter()
+            .zip(&answers)
+            .enumerate()
+            .map(|(i, (p, a))| tasks::Example {
+                id: format!("g/{i}"),
+                choices: a.iter().map(|a| tasks::Choice { context: p.to_string(), continuation: a.clone() }).collect(),
+                gold: 0,
+            })
+            .collect();
+        let info = tasks::TaskInfo {
+            name: "g".into(),
+            kind: Kind::Generate,
+            file: "g.jsonl".into(),
+            sha256: "0".repeat(64),
+            examples: 3,
+            chance: 0.0,
+            source: String::new(),
+            license: String::new(),
+            generation: Some(spec),
+        };
+        let cfg = EvalConfig {
+            tasks: dir.path().into(),
+            seed: 0,
+            shots: 0,
+            max_examples: 10,
+            max_examples_per_task: Default::default(),
+            batch_tokens: 128, // two prompts a batch: batching changes no text
+            only: vec![],
+        };
+        let hashes: Vec<String> = examples.iter().map(|e| e.text_hash()).collect();
+        let prepared = prepare(&[Task { info, examples }], &tok, &cfg).unwrap();
+        let mut rows = evaluate(&model, &tok, &prepared, 7, cfg.batch_tokens, Device::Cpu).unwrap();
+        rows.sort_by(|a, b| a.example_id.cmp(&b.example_id));
+        let outputs: Vec<&str> = rows.iter().map(|r| r.output.as_str()).collect();
+        assert_eq!(outputs, words.iter().map(String::as_str).collect::<Vec<_>>());
+        assert_eq!(rows.iter().map(|r| r.correct).collect::<Vec<_>>(), [true, false, true]);
+        assert_eq!(rows[0].targets, vec!["nothing".to_string(), words[0].to_uppercase()]);
+        for (r, h) in rows.iter().zip(&hashes) {
+            assert!(r.is_generation() && r.logliks.is_empty() && r.step == 7 && &r.item_hash == h);
+            assert_eq!(
+                (r.score_names.as_slice(), r.score_values[0]),
+                (&["exact_match".to_string()][..], f64::from(u8::from(r.correct)))
+            );
+            assert_eq!((r.correct_norm, r.gold_is_greedy), (r.correct, r.correct));
+        }
+        // a task the config's `only` does not name is not scored; an unknown name is an error
+        let named = |only: &[&str]| select(vec![], &only.iter().map(|s| s.to_string()).collect::<Vec<_>>(), dir.path());
+        assert!(named(&[]).unwrap().is_empty());
+        let e = format!("{:#}", named(&["nope"]).unwrap_err());
+        assert!(e.contains("`only` names task `nope`"), "{e}");
+    }
+
     /// acc uses summed log-likelihoods, acc_norm divides each by its option's length in
     /// characters (lm-evaluation-harness's `acc_norm`), and both come from the same scores.
     #[test]
@@ -411,6 +606,7 @@ mod tests {
             chance: 1.0 / 3.0,
             source: String::new(),
             license: String::new(),
+            generation: None,
         };
         let cfg = EvalConfig {
             tasks: dir.path().into(),
@@ -419,6 +615,7 @@ mod tests {
             max_examples: 10,
             max_examples_per_task: Default::default(),
             batch_tokens: 256,
+            only: vec![],
         };
         let hash = ex.text_hash();
         let prepared = prepare(&[Task { info, examples: vec![ex] }], &tok, &cfg).unwrap();

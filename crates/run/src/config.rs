@@ -166,6 +166,10 @@ pub struct EvalConfig {
     pub max_examples_per_task: std::collections::BTreeMap<String, usize>,
     /// Tokens per forward batch.
     pub batch_tokens: usize,
+    /// Score only these tasks (names of the manifest); empty: every task. A run scored on some
+    /// tasks and then on others keeps both sets apart (one eval folder per config).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub only: Vec<String>,
 }
 
 impl EvalConfig {

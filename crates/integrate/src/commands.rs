@@ -536,7 +536,7 @@ pub fn ensemble(req: EnsembleRequest) -> Result<()> {
             }
             if l.examples.is_empty() {
                 bail!(
-                    "{}: no per-example samples of a multiple-choice task; run lm_eval with --log_samples",
+                    "{}: no per-example samples of a multiple-choice or generation task; run lm_eval with --log_samples",
                     eval.iter().map(|p| p.display().to_string()).collect::<Vec<_>>().join(", ")
                 );
             }
@@ -551,6 +551,28 @@ pub fn ensemble(req: EnsembleRequest) -> Result<()> {
             bail!("--out is required for lm-evaluation-harness inputs (nothing is written into them)")
         }
     };
+    // generation tasks: the vote over their texts is the one rule for them; the mean rules leave
+    // them out (a text has no distribution to average), saying so
+    let text_tasks: std::collections::BTreeSet<&str> =
+        rows.iter().filter(|r| r.is_generation()).map(|r| r.task.as_str()).collect();
+    let text_note = if text_tasks.is_empty() {
+        None
+    } else if rule.ensembles_text() {
+        Some(serde_json::json!({
+            "tasks": text_tasks,
+            "ensembled": true,
+            "rule": "vote over the members' generated texts, the rule for text: the text most members produce after normalisation (Unicode NFKC, whitespace trimmed and collapsed, case kept); ties to the highest mean char F1 (llm-jp-eval's char_f1) to the other members' texts, then to the latest member; the row is the latest member's that produced the winning text, its output, correct flag and stored scores unchanged",
+        }))
+    } else {
+        let why = format!(
+            "{} generation task(s) ({}) left out: the {} rule averages distributions over options, which generated text does not have; the vote (`--rule vote`, ensembled-vote/) is the rule for text",
+            text_tasks.len(),
+            text_tasks.iter().copied().collect::<Vec<_>>().join(", "),
+            serde_json::to_value(rule)?.as_str().unwrap_or("mean").to_lowercase()
+        );
+        eprintln!("note: {why}");
+        Some(serde_json::json!({"tasks": text_tasks, "ensembled": false, "why": why}))
+    };
     let lock = output::FolderLock::acquire(&out, "integrate ensemble")?;
     for k in windows {
         let e = ensemble::ensemble_rows(&rows, k, rule)?;
@@ -563,6 +585,9 @@ pub fn ensemble(req: EnsembleRequest) -> Result<()> {
             serde_json::json!({"method": rule.method(), "rule": rule, "k": k, "git_commit": crate::git_commit()});
         for (key, v) in input.as_object().unwrap() {
             prov[key] = v.clone();
+        }
+        if let Some(n) = &text_note {
+            prov["generation_tasks"] = n.clone();
         }
         set.write("provenance.json", serde_json::to_string_pretty(&prov)?.as_bytes())?;
         set.commit()?;

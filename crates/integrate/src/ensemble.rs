@@ -1,4 +1,5 @@
-//! Checkpoint ensembling from stored per-option log-likelihoods, with no model run.
+//! Checkpoint ensembling from stored per-option log-likelihoods and generated texts, with no
+//! model run.
 //!
 //! For a scored-choice example, member j's predictive distribution over the options is the
 //! softmax of its option log-likelihoods (of log-likelihood per character for `acc_norm`); the
@@ -11,6 +12,33 @@
 //! ensemble are on the same scale as a single checkpoint's. Cloze tasks have one option: an
 //! ensemble's greedy continuation needs the per-token distributions of running the models, so
 //! they are left out here.
+//!
+//! # Generation tasks: the vote over texts
+//!
+//! A generation row (`ExampleRecord::is_generation`: gold texts, no options) stores the text the
+//! member generated, not a distribution, so a mean of distributions has no meaning for it: the
+//! `Distribution` and `Sequence` rules leave generation rows out, and **`Vote` is the rule for
+//! text** ([`vote_text`]). For each example and each window of k members (oldest first):
+//!
+//! 1. every member's output is normalised ([`normalise`]): Unicode NFKC (`textmatch::nfkc`,
+//!    llm-jp-eval's `normalize`), then leading and trailing whitespace removed and every inner
+//!    run of whitespace (Unicode `White_Space`, as `str::split_whitespace`) replaced by one
+//!    space; case, punctuation and everything else are kept;
+//! 2. the normalised text most members produce wins;
+//! 3. a tie between several texts goes to the one of highest mean character F1
+//!    (`textmatch::char_f1`, llm-jp-eval's `char_f1`) to the outputs of the members that produced
+//!    another text (over the normalised texts). Tied texts have the same number of supporters,
+//!    so this orders them as the mean over all other members would; the sums are compared
+//!    exactly, in whole percentage points (`char_f1` is a multiple of 0.01), so float rounding
+//!    cannot make or break a tie;
+//! 4. a tie left after that goes to the text whose latest supporter is the latest member.
+//!
+//! The ensemble's row is the row of the **latest member that produced the winning text**
+//! (among its supporters, which agree up to normalisation): its raw output, `correct` flags,
+//! targets and stored scores carried over unchanged, since the chosen text is exactly what that
+//! member generated, with `step` set to the window's last step (as every ensemble here) and
+//! the item hash of the window (its first known one). Members whose gold texts differ, or whose
+//! item hashes differ, are refused. With k = 1 every row is the single checkpoint's.
 
 use anyhow::{bail, Result};
 use records::{argmax, ExampleRecord};
@@ -22,7 +50,8 @@ pub enum Rule {
     Distribution,
     /// log-mean-exp of the options' sequence probabilities
     Sequence,
-    /// majority vote over the members' chosen options
+    /// majority vote over the members' chosen options; for generation tasks, over their
+    /// normalised generated texts (the one rule that ensembles text)
     Vote,
 }
 
@@ -34,6 +63,48 @@ impl Rule {
             Rule::Distribution | Rule::Sequence => run::Method::EnsembleMean,
         }
     }
+
+    /// Whether the rule ensembles generation rows (only the vote: a text has no distribution to
+    /// average).
+    pub fn ensembles_text(self) -> bool {
+        self == Rule::Vote
+    }
+}
+
+/// The form in which members' generated texts are compared and counted: NFKC, whitespace
+/// trimmed and every inner run of whitespace collapsed to one space; case kept.
+pub fn normalise(text: &str) -> String {
+    textmatch::nfkc(text).split_whitespace().collect::<Vec<_>>().join(" ")
+}
+
+/// The vote over the generated texts of a window's members (oldest first): the index of the
+/// member whose row the ensemble takes (see the module doc: most frequent normalised text, ties
+/// by mean char F1 to the other members' texts, then by the latest supporter; the latest member
+/// among the winning text's supporters).
+pub fn vote_text<S: AsRef<str>>(outputs: &[S]) -> usize {
+    assert!(!outputs.is_empty(), "a vote needs at least one member");
+    let norm: Vec<String> = outputs.iter().map(|o| normalise(o.as_ref())).collect();
+    // distinct texts with their supporters (member indices, ascending)
+    let mut texts: Vec<(&str, Vec<usize>)> = Vec::new();
+    for (j, t) in norm.iter().enumerate() {
+        match texts.iter_mut().find(|(x, _)| *x == t.as_str()) {
+            Some((_, who)) => who.push(j),
+            None => texts.push((t, vec![j])),
+        }
+    }
+    let top = texts.iter().map(|(_, who)| who.len()).max().unwrap();
+    let tied: Vec<&(&str, Vec<usize>)> = texts.iter().filter(|(_, who)| who.len() == top).collect();
+    let best = if tied.len() == 1 {
+        tied[0]
+    } else {
+        // sum of char F1 (in percentage points) to the members that produced another text;
+        // every tied text has k - top of them
+        let agreement = |t: &str| -> u64 {
+            norm.iter().filter(|o| o.as_str() != t).map(|o| (textmatch::char_f1(t, o) * 100.0).round() as u64).sum()
+        };
+        *tied.iter().max_by_key(|(t, who)| (agreement(t), *who.last().unwrap())).unwrap()
+    };
+    *best.1.last().unwrap()
 }
 
 /// The option most members choose; ties go to the option of highest `tiebreak`.
@@ -82,8 +153,34 @@ pub fn log_mean_exp(members: &[&[f64]]) -> Vec<f64> {
         .collect()
 }
 
+/// The members of one example must have scored the same text wherever they say which
+/// (item_hash); refused otherwise, naming the example and both steps.
+fn check_same_item(task: &str, id: &str, seq: &[&ExampleRecord]) -> Result<()> {
+    let mut known: Option<&ExampleRecord> = None;
+    for r in seq.iter().filter(|r| !r.item_hash.is_empty()) {
+        match known {
+            Some(f) if f.item_hash != r.item_hash => bail!(
+                "task {task} example {id}: other text at step {} than at step {} (item hashes {} and {}); the checkpoints scored different questions",
+                r.step,
+                f.step,
+                &r.item_hash[..r.item_hash.len().min(12)],
+                &f.item_hash[..f.item_hash.len().min(12)]
+            ),
+            Some(_) => {}
+            None => known = Some(r),
+        }
+    }
+    Ok(())
+}
+
+/// The first item hash a window's members know, or "" (unknown).
+fn window_hash(window: &[&ExampleRecord]) -> String {
+    window.iter().map(|r| r.item_hash.as_str()).find(|h| !h.is_empty()).unwrap_or("").to_string()
+}
+
 /// Ensembles of the `k` checkpoints ending at each step (from the k-th step on), for every
-/// example of every multiple-choice or minimal-pair task in `rows`.
+/// example of every multiple-choice or minimal-pair task in `rows`, and, with [`Rule::Vote`],
+/// of every generation task ([`vote_text`]); the mean rules leave generation rows out.
 pub fn ensemble_rows(rows: &[ExampleRecord], k: usize, rule: Rule) -> Result<Vec<ExampleRecord>> {
     if k == 0 {
         bail!("window must be at least 1");
@@ -95,21 +192,7 @@ pub fn ensemble_rows(rows: &[ExampleRecord], k: usize, rule: Rule) -> Result<Vec
     let mut out = Vec::new();
     for ((task, id), mut seq) in by_example {
         seq.sort_by_key(|r| r.step);
-        // the members must have scored the same text wherever they say which (item_hash)
-        let mut known: Option<&ExampleRecord> = None;
-        for r in seq.iter().filter(|r| !r.item_hash.is_empty()) {
-            match known {
-                Some(f) if f.item_hash != r.item_hash => bail!(
-                    "task {task} example {id}: other text at step {} than at step {} (item hashes {} and {}); the checkpoints scored different questions",
-                    r.step,
-                    f.step,
-                    &r.item_hash[..r.item_hash.len().min(12)],
-                    &f.item_hash[..f.item_hash.len().min(12)]
-                ),
-                Some(_) => {}
-                None => known = Some(r),
-            }
-        }
+        check_same_item(task, id, &seq)?;
         for end in k - 1..seq.len() {
             let window = &seq[end + 1 - k..=end];
             let ll: Vec<&[f64]> = window.iter().map(|r| r.logliks.as_slice()).collect();
@@ -143,19 +226,43 @@ pub fn ensemble_rows(rows: &[ExampleRecord], k: usize, rule: Rule) -> Result<Vec
                 lengths_bytes: last.lengths_bytes.clone(),
                 gold_is_greedy: false,
                 output: p.to_string(),
-                item_hash: window
-                    .iter()
-                    .map(|r| r.item_hash.as_str())
-                    .find(|h| !h.is_empty())
-                    .unwrap_or("")
-                    .to_string(),
+                item_hash: window_hash(window),
                 targets: Vec::new(),
                 score_names: Vec::new(),
                 score_values: Vec::new(),
             });
         }
     }
+    if rule.ensembles_text() {
+        out.extend(vote_rows(rows, k)?);
+    }
     out.sort_by(|a, b| (a.step, &a.task, &a.example_id).cmp(&(b.step, &b.task, &b.example_id)));
+    Ok(out)
+}
+
+/// The vote over texts ([`vote_text`]) of every generation example of `rows`, per window of `k`.
+fn vote_rows(rows: &[ExampleRecord], k: usize) -> Result<Vec<ExampleRecord>> {
+    let mut by_example: BTreeMap<(&str, &str), Vec<&ExampleRecord>> = BTreeMap::new();
+    for r in rows.iter().filter(|r| r.is_generation()) {
+        by_example.entry((&r.task, &r.example_id)).or_default().push(r);
+    }
+    let mut out = Vec::new();
+    for ((task, id), mut seq) in by_example {
+        seq.sort_by_key(|r| r.step);
+        check_same_item(task, id, &seq)?;
+        if let Some(r) = seq.iter().find(|r| r.targets != seq[0].targets) {
+            bail!(
+                "task {task} example {id}: other gold texts at step {} than at step {}; the checkpoints scored different answers",
+                r.step,
+                seq[0].step
+            );
+        }
+        for end in k - 1..seq.len() {
+            let window = &seq[end + 1 - k..=end];
+            let chosen = window[vote_text(&window.iter().map(|r| r.output.as_str()).collect::<Vec<_>>())];
+            out.push(ExampleRecord { step: window[k - 1].step, item_hash: window_hash(window), ..chosen.clone() });
+        }
+    }
     Ok(out)
 }
 
@@ -250,5 +357,77 @@ mod tests {
         // a 1-1 tie between two members goes to the option the mean distribution prefers
         assert_eq!(majority_vote(&[&[0.0, -1.0], &[-3.0, 0.0]], &[0.6, 0.4]), 0);
         assert_eq!(majority_vote(&[&[0.0, -1.0], &[-3.0, 0.0]], &[0.3, 0.7]), 1);
+    }
+
+    fn gen(step: u64, output: &str) -> ExampleRecord {
+        ExampleRecord {
+            step,
+            task: "g".into(),
+            example_id: "g/0".into(),
+            output: output.into(),
+            correct: output.trim() == "42",
+            correct_norm: output.trim() == "42",
+            gold_is_greedy: output.trim() == "42",
+            targets: vec!["42".into()],
+            score_names: vec!["exact_match".into()],
+            score_values: vec![f64::from(u8::from(output.trim() == "42"))],
+            ..Default::default()
+        }
+    }
+
+    #[test]
+    fn normalisation_is_nfkc_with_whitespace_trimmed_and_collapsed_and_case_kept() {
+        assert_eq!(normalise("  ＡＢ１\t\n two   words\u{3000}"), "AB1 two words");
+        assert_eq!(normalise("Paris"), "Paris");
+        assert_ne!(normalise("Paris"), normalise("paris"), "case is kept");
+        assert_eq!(normalise(""), "");
+    }
+
+    /// Two of three members say the same text up to whitespace: it wins, and the row is the
+    /// later of those two; a unanimous window takes the latest member.
+    #[test]
+    fn the_majority_text_wins_and_its_latest_supporter_gives_the_row() {
+        assert_eq!(vote_text(&["42", "the answer is 7", " 42\n"]), 2);
+        assert_eq!(vote_text(&[" 42", "42  ", "the answer is 7"]), 1);
+        assert_eq!(vote_text(&["a", "a", "a"]), 2);
+        assert_eq!(vote_text(&["only"]), 0);
+        // a two-way tie: char F1 is symmetric, so the latest supporter decides
+        assert_eq!(vote_text(&["x y", "x", "x", "x y"]), 3);
+        assert_eq!(vote_text(&["x y", "x", "x y", "x"]), 3);
+    }
+
+    /// The mean rules leave generation rows out; the vote ensembles them and leaves the
+    /// multiple-choice rows as it makes them without generation rows.
+    #[test]
+    fn only_the_vote_ensembles_text_and_mixed_tables_keep_their_choice_ensembles() {
+        let mc = vec![row(0, vec![-1.0, -2.0, -3.0]), row(10, vec![-2.0, -1.0, -3.0]), row(20, vec![-1.0, -3.0, -2.0])];
+        let text = vec![gen(0, "42"), gen(10, "41"), gen(20, " 42 ")];
+        let mixed: Vec<ExampleRecord> = mc.iter().chain(&text).cloned().collect();
+        for rule in [Rule::Distribution, Rule::Sequence, Rule::Vote] {
+            for k in 1..=3 {
+                let alone = ensemble_rows(&mc, k, rule).unwrap();
+                let both = ensemble_rows(&mixed, k, rule).unwrap();
+                let choice: Vec<ExampleRecord> = both.iter().filter(|r| !r.is_generation()).cloned().collect();
+                assert_eq!(choice, alone, "{rule:?} k={k}");
+                let texts = both.len() - choice.len();
+                assert_eq!(texts, if rule == Rule::Vote { 4 - k } else { 0 }, "{rule:?} k={k}");
+            }
+        }
+        let v = ensemble_rows(&text, 3, Rule::Vote).unwrap();
+        assert_eq!(v, vec![ExampleRecord { step: 20, ..text[2].clone() }]);
+        let v = ensemble_rows(&text, 2, Rule::Vote).unwrap();
+        // windows {0, 10} and {10, 20}: 1-1 ties, the latest member wins each
+        assert_eq!(v, vec![text[1].clone(), text[2].clone()]);
+    }
+
+    /// Members of a generation example whose gold texts or item hashes differ are refused.
+    #[test]
+    fn members_of_other_gold_texts_are_refused() {
+        let other = ExampleRecord { targets: vec!["43".into()], ..gen(10, "42") };
+        let err = ensemble_rows(&[gen(0, "42"), other], 2, Rule::Vote).unwrap_err().to_string();
+        assert!(err.contains("example g/0") && err.contains("gold texts") && err.contains("step 10"), "{err}");
+        let h = |step, c: &str| ExampleRecord { item_hash: c.repeat(64), ..gen(step, "42") };
+        let err = ensemble_rows(&[h(0, "a"), h(10, "b")], 1, Rule::Vote).unwrap_err().to_string();
+        assert!(err.contains("other text at step 10"), "{err}");
     }
 }

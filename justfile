@@ -162,6 +162,8 @@ interop task="arc_easy" steps="100,150,200" examples="200" run="runs/smoke": set
     t0=$SECONDS
     if [ "{{run}}" = runs/smoke ]; then {{lm}} train --config configs/smoke.toml --quiet; work=runs/interop; else work=runs/interop-$(basename {{run}}); fi
     .venv/bin/python scripts/interop.py --run {{run}} --work $work --task {{task}} --steps {{steps}} --examples {{examples}}
+    # generate_until on the same checkpoints: the real lm_eval vs `lm generate`, and `analysis report` reading it per example
+    .venv/bin/python scripts/interop_generate.py --run {{run}} --work $work --steps {{steps}} --examples 40
     # the char F1 / exact match fixture of crates/textmatch, made again by the pinned Python originals
     .venv/bin/python scripts/textmatch_reference.py --check
     echo "== interop took $((SECONDS - t0)) s"

@@ -105,6 +105,15 @@ _chain size:
 study *runs: data
     bash scripts/study.sh {{runs}}
 
+# the generation tasks (configs/eval-study-gen.toml) on committed grid runs: each run trained again
+# from results/<run>/config.toml (its checkpoints are not committed), scored, averaged, ensembled
+# by a vote over texts, analysed and packed into results/<run>/generation/ (scripts/study-gen.sh):
+# `just study-gen size2m-s1`; ~40 min for a 1.8M run, ~2.5 h for a 6.8M run on 2 cores
+[group('run')]
+[doc("the generation tasks on committed runs, trained again: `just study-gen size2m-s1`")]
+study-gen +runs: data
+    bash scripts/study-gen.sh {{runs}}
+
 # check a committed study run without the full study: retrain its first `steps` steps from
 # results/<run>/config.toml (same seeds), score the scheduled checkpoints among them, and diff
 # the example rows (decisions identical, log-likelihoods within 1e-3) and the training log

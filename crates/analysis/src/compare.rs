@@ -53,7 +53,8 @@ pub struct StabilityRow {
     pub flip_rate: Option<f64>,
     pub flip_rate_ci_low: Option<f64>,
     pub flip_rate_ci_high: Option<f64>,
-    /// instability score of the chosen options (accuracy metrics)
+    /// instability score of the chosen options (accuracy metrics; of a generation task, of its
+    /// texts by char F1, as the report computes it)
     pub instability: Option<f64>,
     /// selection on half the examples, reported on the other half (0/1 metrics; not defined
     /// for the smoothing baseline): regret and optimism over stratified random splits, with
@@ -179,7 +180,18 @@ fn compare_task(
         .map(|t| {
             metric.is_binary().then(|| {
                 let outs = if metric == Metric::AccNorm { &t.panel.outputs_norm } else { &t.panel.outputs };
-                outs.iter().map(|o| instability(o, |a, b| exact_match(a, b)).unwrap_or(0.0)).collect()
+                // as the report: a generation task's texts compared by char F1 (the paper's soft
+                // match), chosen options by exact match
+                outs.iter()
+                    .map(|o| {
+                        if t.panel.generation {
+                            instability(o, |a, b| textmatch::char_f1(a, b))
+                        } else {
+                            instability(o, |a, b| exact_match(a, b))
+                        }
+                        .unwrap_or(0.0)
+                    })
+                    .collect()
             })
         })
         .collect();

@@ -576,6 +576,15 @@ pub fn ensemble(req: EnsembleRequest) -> Result<()> {
     let lock = output::FolderLock::acquire(&out, "integrate ensemble")?;
     for k in windows {
         let e = ensemble::ensemble_rows(&rows, k, rule)?;
+        if e.is_empty() {
+            // e.g. only generation tasks under a mean rule: an empty table would read as a
+            // variant without tasks; nothing is written
+            eprintln!(
+                "note: {}: nothing to ensemble by this rule (no task it applies to); nothing written",
+                run::layout::window_dir(&out, k).display()
+            );
+            continue;
+        }
         let mut set = output::FileSet::begin(&lock, &run::layout::window_dir(&out, k))?;
         records::stage_frame(&mut set, "examples.parquet", &mut records::examples_frame(&e)?)?;
         let mut tf = records::tasks_frame(&records::summarise(&e)?)?;

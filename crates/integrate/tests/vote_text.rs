@@ -295,3 +295,54 @@ fn integrate_ensemble_votes_over_the_texts_of_an_eval_folder_and_compare_reads_t
         .iter()
         .any(|d| d.task == "gen" && d.method == run::Method::EnsembleVote && d.baseline == run::Method::Single));
 }
+
+/// An eval folder of generation tasks only (`configs/eval-study-gen.toml`): a mean rule has no
+/// task to ensemble and writes nothing (an empty table would read as a variant without tasks,
+/// and `analysis compare` then failed on it); the vote writes its ensembles, and compare runs.
+#[test]
+fn a_mean_rule_on_generation_tasks_only_writes_nothing_and_compare_still_runs() {
+    let (_, text) = mixed_table(6);
+    let run = tempfile::tempdir().unwrap();
+    let eval = run.path().join("eval");
+    write_eval(&eval, &text);
+    let o = ensemble(&eval, "distribution", "1,2", None);
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let stderr = String::from_utf8_lossy(&o.stderr);
+    assert!(stderr.contains("nothing to ensemble by this rule") && stderr.contains("nothing written"), "{stderr}");
+    assert!(
+        !run.path().join("ensembled/k1").exists() && !run.path().join("ensembled/k2").exists(),
+        "no empty ensembles"
+    );
+    let o = ensemble(&eval, "vote", "2", None);
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let opts = analysis::Options { bootstrap: 50, noise_sims: 50, splits: 5, ..Default::default() };
+    let (stab, _, _) = analysis::compare::compare(run.path(), &opts).unwrap();
+    assert!(stab.iter().any(|r| r.task == "gen" && r.method == run::Method::EnsembleVote && r.k == 2));
+    // the single checkpoints' instability score compares texts by char F1, as the report does,
+    // over the steps every variant shares (the vote of 2 starts at the second step)
+    let single = stab.iter().find(|r| r.task == "gen" && r.metric == "acc" && r.method == run::Method::Single).unwrap();
+    let ids: std::collections::BTreeSet<&str> = text.iter().map(|r| r.example_id.as_str()).collect();
+    let per_example: Vec<f64> = ids
+        .iter()
+        .map(|id| {
+            let mut rows: Vec<&ExampleRecord> = text.iter().filter(|r| r.example_id == *id && r.step >= 20).collect();
+            rows.sort_by_key(|r| r.step);
+            let texts: Vec<&str> = rows.iter().map(|r| r.output.as_str()).collect();
+            theory::sequence::instability(&texts, |a, b| textmatch::char_f1(a, b)).unwrap()
+        })
+        .collect();
+    let want = per_example.iter().sum::<f64>() / per_example.len() as f64;
+    let got = single.instability.unwrap();
+    assert!((got - want).abs() < 1e-12, "IS {got} vs char-F1 IS {want}");
+    let by_exact: f64 = ids
+        .iter()
+        .map(|id| {
+            let mut rows: Vec<&ExampleRecord> = text.iter().filter(|r| r.example_id == *id && r.step >= 20).collect();
+            rows.sort_by_key(|r| r.step);
+            let texts: Vec<&str> = rows.iter().map(|r| r.output.as_str()).collect();
+            theory::sequence::instability(&texts, |a, b| theory::sequence::exact_match(a, b)).unwrap()
+        })
+        .sum::<f64>()
+        / ids.len() as f64;
+    assert!((by_exact - want).abs() > 1e-6, "the texts tell char F1 from exact match apart");
+}

@@ -180,6 +180,16 @@ fn rows<'a>(tm: &'a [TaskMetrics], tasks: &[String], window: &str) -> Vec<&'a Ta
     tasks.iter().filter_map(|t| tm.iter().find(|m| &m.task == t && m.window == window && m.metric == "acc")).collect()
 }
 
+/// The metric a claim decided on one pooled statistic is over (what the recipe level combines).
+fn part_metric(id: &str) -> &'static str {
+    match id {
+        "C16" => "slope",
+        "G1" | "G4" | "G5" => "char_f1",
+        "G2" | "G3" => "instability",
+        _ => "acc",
+    }
+}
+
 fn claim_from(
     id: &'static str,
     claim: &'static str,
@@ -188,8 +198,7 @@ fn claim_from(
     detail: String,
     command: &'static str,
 ) -> Claim {
-    let parts =
-        if d.against.is_some() { vec![Part::of(if id == "C16" { "slope" } else { "acc" }, &d)] } else { vec![] };
+    let parts = if d.against.is_some() { vec![Part::of(part_metric(id), &d)] } else { vec![] };
     Claim {
         parts,
         id,
@@ -667,6 +676,124 @@ fn seeds_to_decide(parts: &[RecipePart]) -> Option<usize> {
     }
 }
 
+/// The generation tasks the text claims pool over: every task of `tm` with `char_f1` rows whose
+/// final char F1 is above 0 (a task whose texts never share a character with an answer says
+/// nothing about how texts move).
+pub fn text_tasks(tm: &[TaskMetrics]) -> Vec<String> {
+    let mut t: Vec<String> = tm
+        .iter()
+        .filter(|m| m.window == "final" && m.metric == "char_f1" && m.final_score > 0.0)
+        .map(|m| m.task.clone())
+        .collect();
+    t.sort();
+    t.dedup();
+    t
+}
+
+/// Per-task paired differences of one statistic, pooled over `tasks` as the per-run claims pool
+/// ([`pool`]: mean, family-level normal interval).
+fn per_task_pool(
+    diffs: &[DifferenceRow],
+    tasks: &[String],
+    metric: &str,
+    stat: &str,
+    (method, k): (Method, usize),
+    (baseline, baseline_k): (Method, usize),
+    side: Side,
+) -> Decided {
+    let rows: Vec<&DifferenceRow> = tasks
+        .iter()
+        .filter_map(|t| {
+            diffs.iter().find(|d| {
+                &d.task == t
+                    && d.metric == metric
+                    && d.statistic == stat
+                    && d.method == method
+                    && d.k == k
+                    && d.baseline == baseline
+                    && d.baseline_k == baseline_k
+            })
+        })
+        .collect();
+    let n = rows.iter().map(|d| d.examples).min().unwrap_or(0);
+    from_pool(&rows.iter().map(|d| (d.estimate, d.se)).collect::<Vec<_>>(), side, 0.0, n)
+}
+
+/// The study's claims on generated text (issue 27), decided on one run's generation tables
+/// (`results/<run>/generation/`, `just study-gen`) with the rules of the other claims: pooled over
+/// [`text_tasks`], family-level intervals. The instability score (IS) is the paper's
+/// reference-free one: the mean over transitions of 1 - char F1 of consecutive outputs; `k` is
+/// the window averaging and the vote over texts share. The vote is the ensemble of text (the mean
+/// of distributions needs the models; `lm generate` does it, the study does not run it).
+pub fn generation_claims(tm: &[TaskMetrics], diffs: &[DifferenceRow], k: usize) -> Vec<Claim> {
+    let tasks = text_tasks(tm);
+    let detail = format!("{} generation tasks with texts above 0 char F1: {}", tasks.len(), tasks.join(", "));
+    let fin: Vec<&TaskMetrics> = tasks
+        .iter()
+        .filter_map(|t| tm.iter().find(|m| &m.task == t && m.window == "final" && m.metric == "char_f1"))
+        .collect();
+    let n = fin.iter().filter_map(|m| m.examples).min().unwrap_or(0);
+    let v: Vec<(f64, f64)> =
+        fin.iter().filter_map(|m| Some((m.mtv_bias_corrected? - m.null_mtv?, m.mtv_se?))).collect();
+    let mut out = vec![claim_from(
+        "G1",
+        "The char F1 of generated text fluctuates beyond evaluation noise late in training",
+        "final 20%, char_f1: bias-corrected MTV - MTV of the paired sign-flip null > 0, pooled".into(),
+        from_pool(&v, Side::Above, 0.0, n),
+        detail.clone(),
+        "target/release/analysis report RUN/generation",
+    )];
+    let single = (Method::Single, 1);
+    let rules: [(&'static str, &'static str, &str, &str, Method, Method); 4] = [
+        (
+            "G2",
+            "Checkpoint averaging lowers the instability of generated text (IS)",
+            "acc",
+            "instability",
+            Method::Average,
+            Method::Single,
+        ),
+        (
+            "G3",
+            "Ensembling by a vote over texts lowers the instability of generated text (IS)",
+            "acc",
+            "instability",
+            Method::EnsembleVote,
+            Method::Single,
+        ),
+        (
+            "G4",
+            "Averaging lowers char-F1 MTV more than the smoothing baseline",
+            "char_f1",
+            "mtv",
+            Method::Average,
+            Method::Smoothing,
+        ),
+        (
+            "G5",
+            "The vote over texts lowers char-F1 MTV more than the smoothing baseline",
+            "char_f1",
+            "mtv",
+            Method::EnsembleVote,
+            Method::Smoothing,
+        ),
+    ];
+    for (id, claim, metric, stat, method, baseline) in rules {
+        let base = if baseline == Method::Single { single } else { (baseline, k) };
+        let d = per_task_pool(diffs, &tasks, metric, stat, (method, k), base, Side::Below);
+        let stat_name = if stat == "instability" { "IS (1 - char F1 of consecutive texts)" } else { "char-F1 MTV" };
+        out.push(claim_from(
+            id,
+            claim,
+            format!("{stat_name}({method} k={k}) - {stat_name}({baseline} k={}) < 0, per task, pooled", base.1),
+            d,
+            detail.clone(),
+            "target/release/analysis compare RUN/generation",
+        ));
+    }
+    out
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -946,6 +1073,65 @@ mod tests {
         let decided = [pooled(Metric::Acc, -0.02, 0.003), pooled(Metric::AccNorm, -0.02, 0.003)];
         let c9 = claims(&hand_rows(), &decided, WINDOWS, None, SIZES).into_iter().find(|c| c.id == "C9").unwrap();
         assert_eq!((c9.verdict, c9.n_needed), (Verdict::Holds, None));
+    }
+
+    /// The text claims by hand: G1 pools the char-F1 rows of the tasks whose texts score above 0
+    /// (not the acc rows, not a task at 0 char F1); G2-G5 pool the per-task differences of the
+    /// right statistic, method, window and baseline (not the pooled rows compare writes over the
+    /// tasks above chance, which leave out tasks of exact match 0); a missing baseline leaves a
+    /// claim inconclusive without an estimate.
+    #[test]
+    fn text_claims_pool_the_generation_tasks_by_hand() {
+        let f1 = |name: &str, final_score: f64, bc: f64, null: f64| TaskMetrics {
+            metric: "char_f1".into(),
+            final_score,
+            mtv_bias_corrected: Some(bc),
+            null_mtv: Some(null),
+            mtv_se: Some(0.001),
+            above_chance: None,
+            ..task(name, "final", false)
+        };
+        let mut tm = vec![f1("cont", 0.30, 0.020, 0.010), f1("qa", 0.10, 0.012, 0.008), f1("dead", 0.0, 0.9, 0.0)];
+        tm.push(TaskMetrics {
+            mtv_bias_corrected: Some(0.9),
+            null_mtv: Some(0.0),
+            mtv_se: Some(0.001),
+            ..task("cont", "final", true)
+        });
+        assert_eq!(text_tasks(&tm), ["cont", "qa"]);
+        let diff =
+            |task: &str, metric: &str, stat: &str, method: Method, baseline: Method, bk: usize, e: f64| DifferenceRow {
+                task: task.into(),
+                metric: metric.into(),
+                statistic: stat.into(),
+                method,
+                k: 4,
+                baseline,
+                baseline_k: bk,
+                ..pooled(Metric::Acc, e, 0.002)
+            };
+        let diffs = vec![
+            diff("cont", "acc", "instability", Method::Average, Method::Single, 1, -0.05),
+            diff("qa", "acc", "instability", Method::Average, Method::Single, 1, -0.03),
+            diff("dead", "acc", "instability", Method::Average, Method::Single, 1, 0.9),
+            diff("pooled", "acc", "instability", Method::Average, Method::Single, 1, 0.9),
+            diff("cont", "acc", "instability", Method::Average, Method::Single, 16, 0.9),
+            diff("cont", "acc", "instability", Method::EnsembleVote, Method::Single, 1, 0.01),
+            diff("qa", "acc", "instability", Method::EnsembleVote, Method::Single, 1, 0.02),
+            diff("cont", "char_f1", "mtv", Method::Average, Method::Smoothing, 4, -0.001),
+            diff("qa", "char_f1", "mtv", Method::Average, Method::Smoothing, 4, 0.001),
+        ];
+        let out = generation_claims(&tm, &diffs, 4);
+        let c = |id: &str| out.iter().find(|c| c.id == id).unwrap();
+        assert_eq!(out.iter().map(|c| c.id).collect::<Vec<_>>(), ["G1", "G2", "G3", "G4", "G5"]);
+        assert!((c("G1").estimate - (0.010 + 0.004) / 2.0).abs() < 1e-12, "{:?}", c("G1"));
+        assert_eq!(c("G1").verdict, Verdict::Holds);
+        assert!((c("G2").estimate - (-0.04)).abs() < 1e-12);
+        assert_eq!((c("G2").verdict, c("G3").verdict), (Verdict::Holds, Verdict::DoesNotHold));
+        assert!(c("G4").estimate.abs() < 1e-12 && c("G4").verdict == Verdict::Inconclusive);
+        assert!(c("G5").estimate.is_nan() && c("G5").verdict == Verdict::Inconclusive && c("G5").parts.is_empty());
+        assert_eq!((c("G1").parts[0].metric, c("G2").parts[0].metric), ("char_f1", "instability"));
+        assert_eq!(c("G2").detail, "2 generation tasks with texts above 0 char F1: cont, qa");
     }
 
     #[test]

@@ -12,7 +12,7 @@ const ROOT: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/..");
 const FIXTURE: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/fixtures/smoke");
 
 /// Every figure and table binary (`src/bin/` minus `paper`), with its path.
-const BINARIES: [(&str, &str); 16] = [
+const BINARIES: [(&str, &str); 18] = [
     ("fig1_scores", env!("CARGO_BIN_EXE_fig1_scores")),
     ("fig2_example_heatmap", env!("CARGO_BIN_EXE_fig2_example_heatmap")),
     ("fig3_flip_rates", env!("CARGO_BIN_EXE_fig3_flip_rates")),
@@ -21,6 +21,7 @@ const BINARIES: [(&str, &str); 16] = [
     ("fig6_loss_vs_scores", env!("CARGO_BIN_EXE_fig6_loss_vs_scores")),
     ("fig7_pythia", env!("CARGO_BIN_EXE_fig7_pythia")),
     ("fig8_study", env!("CARGO_BIN_EXE_fig8_study")),
+    ("fig9_generation", env!("CARGO_BIN_EXE_fig9_generation")),
     ("table1_main_results", env!("CARGO_BIN_EXE_table1_main_results")),
     ("table2_stability", env!("CARGO_BIN_EXE_table2_stability")),
     ("table3_claims", env!("CARGO_BIN_EXE_table3_claims")),
@@ -29,6 +30,7 @@ const BINARIES: [(&str, &str); 16] = [
     ("table6_study_tasks", env!("CARGO_BIN_EXE_table6_study_tasks")),
     ("table7_study_runs", env!("CARGO_BIN_EXE_table7_study_runs")),
     ("table8_claim_contrasts", env!("CARGO_BIN_EXE_table8_claim_contrasts")),
+    ("table9_generation", env!("CARGO_BIN_EXE_table9_generation")),
 ];
 
 fn copy_dir(from: &Path, to: &Path) {
@@ -91,6 +93,12 @@ fn study_results(dir: &Path, run: &Path) {
         copy_dir(run, &to_dir);
         assert!(config.contains(from));
         std::fs::write(to_dir.join("config.toml"), config.replace(from, to)).unwrap();
+        // two seeds with generation results (`just study-gen`): table 9 per run and per recipe
+        if name.starts_with("cosine") {
+            let gen = to_dir.join("generation");
+            copy_dir(&Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/generation"), &gen);
+            std::fs::write(gen.join("config.toml"), config.replace(from, to)).unwrap();
+        }
     }
 }
 

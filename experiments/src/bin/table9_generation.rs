@@ -92,10 +92,7 @@ fn main() -> Result<()> {
             let null = match (f1.null_ratio, f1.null_p_value) {
                 (Some(r), Some(p)) => format!("{r:.2}x ({p:.3})"),
                 (None, Some(p)) => format!("- ({p:.3})"),
-                analysis::claims::RecipeClaim::Identical { .. } => {
-                    "- (the same in every run: the runs are copies)".into()
-                }
-                analysis::claims::RecipeClaim::NotEstimated => "- (not estimated in every run)".into(),
+                _ => "-".into(),
             };
             let is_final =
                 is_interval(&ex, task, "final").map_or("-".into(), |(m, lo, hi)| format!("{m:.3} [{lo:.3}, {hi:.3}]"));

@@ -560,18 +560,19 @@ pub fn ensemble(req: EnsembleRequest) -> Result<()> {
     } else if rule.ensembles_text() {
         Some(serde_json::json!({
             "tasks": text_tasks,
-            "ensembled": true,
+            "included": true,
             "rule": "vote over the members' generated texts, the rule for text: the text most members produce after normalisation (Unicode NFKC, whitespace trimmed and collapsed, case kept); ties to the highest mean char F1 (llm-jp-eval's char_f1) to the other members' texts, then to the latest member; the row is the latest member's that produced the winning text, its output, correct flag and stored scores unchanged",
         }))
     } else {
         let why = format!(
-            "{} generation task(s) ({}) left out: the {} rule averages distributions over options, which generated text does not have; the vote (`--rule vote`, ensembled-vote/) is the rule for text",
+            "{} generation task(s) ({}) left out: the {} rule averages distributions over options, which generated text does not have; the vote (`--rule vote`, {}/) is the rule for text",
             text_tasks.len(),
             text_tasks.iter().copied().collect::<Vec<_>>().join(", "),
-            serde_json::to_value(rule)?.as_str().unwrap_or("mean").to_lowercase()
+            serde_json::to_value(rule)?.as_str().unwrap_or("mean").to_lowercase(),
+            run::RunDir::new("").ensembled(run::Method::EnsembleVote).display()
         );
         eprintln!("note: {why}");
-        Some(serde_json::json!({"tasks": text_tasks, "ensembled": false, "why": why}))
+        Some(serde_json::json!({"tasks": text_tasks, "included": false, "why": why}))
     };
     let lock = output::FolderLock::acquire(&out, "integrate ensemble")?;
     for k in windows {

@@ -260,7 +260,7 @@ fn integrate_ensemble_votes_over_the_texts_of_an_eval_folder_and_compare_reads_t
             serde_json::from_str(&std::fs::read_to_string(dir.join("provenance.json")).unwrap()).unwrap();
         assert_eq!(prov["method"], "ensemble_vote");
         assert_eq!(prov["generation_tasks"]["tasks"], serde_json::json!(["gen"]));
-        assert_eq!(prov["generation_tasks"]["ensembled"], true);
+        assert_eq!(prov["generation_tasks"]["included"], true);
         assert!(prov["generation_tasks"]["rule"].as_str().unwrap().contains("the rule for text"), "{prov}");
         let tasks = records::read_tasks(&dir.join("tasks.parquet")).unwrap();
         assert!(tasks.iter().any(|t| t.task == "gen"));
@@ -275,7 +275,7 @@ fn integrate_ensemble_votes_over_the_texts_of_an_eval_folder_and_compare_reads_t
         assert!(!got.is_empty() && got.iter().all(|r| !r.is_generation()));
         let prov: serde_json::Value =
             serde_json::from_str(&std::fs::read_to_string(dir.join("provenance.json")).unwrap()).unwrap();
-        assert_eq!(prov["generation_tasks"]["ensembled"], false);
+        assert_eq!(prov["generation_tasks"]["included"], false);
         assert!(prov["generation_tasks"]["why"].as_str().unwrap().contains("the rule for text"), "{prov}");
     }
 

@@ -7,7 +7,11 @@
 //! transformers' on every prompt (>= 99% required, fp32 ties aside: where a prompt differs,
 //! the top-2 logits at the first differing position, ours and transformers', are compared); and
 //! the **memory bound**, the bytes of weights and KV cache one decoding pass reads per
-//! generated token against this machine's memory-copy rate (measured here).
+//! generated token against this machine's memory-copy rate (measured here). And **bf16**: the
+//! same checkpoint cast to bf16 (weights, activations and KV cache; `VarStore::bfloat16`),
+//! timed in the same interleaving, its tokens compared with fp32's prompt by prompt: issue 27
+//! allows bf16 decoding only where it changes no output (the accuracy check), so `lm` decodes in
+//! fp32 unless this check shows every prompt identical.
 //!
 //! Prompts: the first sentences, without their end mark, of the first paragraphs of `--corpus`
 //! (the validation split, held out from training) that fit the model's context with room for
@@ -171,12 +175,19 @@ fn main() -> Result<()> {
     let opts = Options { max_new_tokens: n_new, until: vec![], batch_size: args.batch_size, cache: true };
     let decode = |t: &[u32]| l.tok.decode(t);
     let run = || generate_ids(&l.model, &ids, &opts, lm::generate::end_of_text(&l.tok), decode, Device::Cpu);
+    let mut l16 = load(&args.checkpoint, None, Device::Cpu)?;
+    l16.vs.bfloat16();
+    let run16 = || generate_ids(&l16.model, &ids, &opts, lm::generate::end_of_text(&l16.tok), decode, Device::Cpu);
     let mut ours: Vec<Generation> = run()?; // warm-up
-    let (mut ours_t, mut py_t) = (vec![], vec![]);
+    let mut ours16: Vec<Generation> = run16()?;
+    let (mut ours_t, mut py_t, mut bf16_t) = (vec![], vec![], vec![]);
     for _ in 0..args.repeats.max(1) {
         let t = Instant::now();
         ours = run()?;
         ours_t.push(t.elapsed().as_secs_f64());
+        let t = Instant::now();
+        ours16 = run16()?;
+        bf16_t.push(t.elapsed().as_secs_f64());
         writeln!(to_py, "run")?;
         let v: serde_json::Value = serde_json::from_str(&read_py()?)?;
         py_t.push(v["seconds"].as_f64().context("no seconds")?);
@@ -208,6 +219,16 @@ fn main() -> Result<()> {
         }
     }
     let ties = mismatches.iter().filter(|m| m["tie"] == true).count();
+    // bf16 against fp32: prompts whose generated tokens are identical, and where the others part
+    let bf16_identical = ours.iter().zip(&ours16).filter(|(a, b)| a.tokens == b.tokens).count();
+    let bf16_first_diff: Vec<usize> = ours
+        .iter()
+        .zip(&ours16)
+        .filter(|(a, b)| a.tokens != b.tokens)
+        .map(|(a, b)| {
+            a.tokens.iter().zip(&b.tokens).position(|(x, y)| x != y).unwrap_or(a.tokens.len().min(b.tokens.len()))
+        })
+        .collect();
     let n = ids.len();
     let min_gap = gaps.iter().flatten().cloned().fold(f64::INFINITY, f64::min);
 
@@ -266,6 +287,8 @@ fn main() -> Result<()> {
     };
     line("lm generate (KV cache) fp32", &ours_t, &ours_r);
     line("transformers generate (greedy) fp32", &py_t, &py_r);
+    let bf16_r = Spread::of(&rate(&bf16_t));
+    line("lm generate (KV cache) bf16", &bf16_t, &bf16_r);
     let passes = order_passes(&ids, args.batch_size, n_new);
     println!(
         "one decoding step (a pass of one batch, {passes} per run): lm {:.3} ms, transformers {:.3} ms (medians)",
@@ -285,6 +308,15 @@ fn main() -> Result<()> {
         mismatches.len(),
         gaps.iter().map(Vec::len).sum::<usize>(),
         py["tokenizer_identical"],
+    );
+    let bf16_ratio = Spread::of(&ours_t.iter().zip(&bf16_t).map(|(a, b)| a / b).collect::<Vec<_>>());
+    println!(
+        "bf16 against fp32 (the accuracy check of bf16 decoding): tokens identical on {bf16_identical} of {n} prompts{}; speed bf16 / fp32 per interleaved pair {:.2}x ({:.2}, {:.2}) -> {}",
+        if bf16_first_diff.is_empty() { String::new() } else { format!(" (the others part at new token {:?})", bf16_first_diff) },
+        bf16_ratio.median,
+        bf16_ratio.min,
+        bf16_ratio.max,
+        if bf16_identical == n { "bf16 changes no output here" } else { "bf16 changes outputs: lm decodes in fp32" }
     );
     for (t, g) in texts.iter().zip(&ours).take(2) {
         println!("  e.g. {t:?} -> {:?}", g.text);
@@ -323,10 +355,24 @@ fn main() -> Result<()> {
         bound: Some(Reference { name: "memory bound (weights + KV per token at memcpy rate)".into(), median: ceiling }),
         goal: None,
     };
+    let row16 = Row {
+        bench: "generate".into(),
+        measure: format!(
+            "greedy decoding, lm KV cache bf16 ({bf16_identical}/{n} prompts as fp32), batch {}",
+            args.batch_size
+        ),
+        unit: "tokens/s".into(),
+        higher_is_better: true,
+        ours: bf16_r,
+        anchor: Some(Reference { name: "lm fp32".into(), median: ours_r.median }),
+        bound: None,
+        goal: None,
+    };
     let details = serde_json::json!({
         "checkpoint": args.checkpoint, "step": l.meta.step, "prompts": n, "prompt_tokens": prompt_tokens,
         "source": args.corpus, "batch_size": args.batch_size, "max_new_tokens": n_new, "threads": threads,
-        "seconds": {"lm": ours_t, "transformers": py_t}, "ratio_per_pair": ratio,
+        "seconds": {"lm": ours_t, "transformers": py_t, "lm_bf16": bf16_t}, "ratio_per_pair": ratio,
+        "bf16": {"identical_to_fp32": bf16_identical, "prompts": n, "first_differing_token": bf16_first_diff, "speed_over_fp32_per_pair": bf16_ratio},
         "parity": {"identical": identical, "prompts": n, "ties": ties, "tie_threshold": TIE, "mismatches": mismatches,
                    "min_top2_gap_transformers": min_gap, "tokenizer_identical": py["tokenizer_identical"]},
         "memory_bound": {"bytes_per_token": per_token, "weight_bytes_per_token": w_read as f64 / generated as f64, "kv_bytes_per_token": kv_read as f64 / generated as f64, "weight_bytes": weight_bytes, "copy_bytes_per_s": copy_dram,
@@ -334,7 +380,7 @@ fn main() -> Result<()> {
                          "cache_resident_buffer_bytes": working, "cache_resident_tokens_per_s": ceiling_cache},
         "transformers": {"version": py["transformers"], "torch": py["torch"], "attn_implementation": py["attn_implementation"]},
     });
-    let path = output::bench::write_summary(&args.out, "generate", &[row], details)?;
+    let path = output::bench::write_summary(&args.out, "generate", &[row, row16], details)?;
     eprintln!("wrote {}", path.display());
     Ok(())
 }

@@ -29,7 +29,10 @@
 //!   each model keeping its own cache; everything else is the single-model path, which is the
 //!   ensemble of one.
 //!   Inference runs in the weights' kind (fp32: checkpoints are stored in fp32; the training
-//!   `precision` setting does not apply to inference, as in `lm eval`).
+//!   `precision` setting does not apply to inference, as in `lm eval`). bf16 decoding is not
+//!   offered: `bench_generate`'s accuracy check (the checkpoint cast to bf16, against fp32) gave
+//!   other tokens on 2 of 64 prompts of the smoke model and 13 of 64 of a 1.8M one, and ran
+//!   0.66x / 0.97x as fast on these CPUs (BENCHMARKS.md).
 //! - **Stops.** A row stops when its decoded continuation contains one of `until` (empty strings
 //!   are ignored, as in lm-eval's post-processing), its text being cut before the first
 //!   occurrence of any of them; when it generates the tokenizer's end-of-text token, if the

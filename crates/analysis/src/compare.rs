@@ -421,7 +421,7 @@ pub fn compare_full(run: &Path, opts: &Options) -> Result<Comparison> {
             for (i, &Variant { method, k }) in c.labels.iter().enumerate() {
                 let pick = |f: Pick| -> Vec<f64> { c.draws.iter().map(|d| f(&d[i])).collect() };
                 let e = &c.estimate[i];
-                let mi = bootstrap::interval(e.mtv, &pick(|s| s.mtv), LEVEL, 0.0);
+                let mi = bootstrap::mtv_interval(e.mtv, &pick(|s| s.mtv), LEVEL, 0.0);
                 let fi =
                     c.has_examples[i].then(|| bootstrap::interval(e.flip_rate, &pick(|s| s.flip_rate), LEVEL, 0.0));
                 rows.push(StabilityRow {

@@ -433,7 +433,7 @@ fn with_examples(p: &Panel, opts: &Options, out: &mut Vec<TaskMetrics>, per_exam
             }
             let real = null.as_ref().is_some_and(|x| x.p_value < 0.05);
             let iv = if real {
-                bootstrap::interval(tm.mtv, &pick(|d| d.mtv), LEVEL, 0.0)
+                bootstrap::mtv_interval(tm.mtv, &pick(|d| d.mtv), LEVEL, 0.0)
             } else {
                 bootstrap::upper_bound(tm.mtv, &pick(|d| d.mtv), LEVEL, 0.0)
             };

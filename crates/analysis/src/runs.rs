@@ -18,7 +18,7 @@
 //!   reading the last checkpoint is what Signal and Noise (Heineman et al.) recommend against
 //!   checkpoint-to-checkpoint noise.
 //! - **the difference** A - B of the final-stage means, with a 95% bootstrap interval over the
-//!   shared items ([`crate::bootstrap::interval`]: the union of the bias-corrected, uncorrected and percentile intervals).
+//!   shared items ([`crate::bootstrap::interval`]: the union of the bias-corrected and uncorrected intervals).
 //! - **who wins the checkpoint pairs** (`a_wins`): the share of pairs (a checkpoint of A's final
 //!   window, a checkpoint of B's final window) in which A's score beats B's, a tie counting one
 //!   half; and the **decision consistency**, the share of those pairs won by the run with the

@@ -230,9 +230,10 @@ pub fn interval(estimate: f64, boot: &[f64], level: f64, floor: f64) -> Interval
     Interval { low: b.low.min(c.low), high: b.high.max(c.high), ..b }
 }
 
-/// The two-sided interval of a task's MTV: the union of the [`basic`] (fully bias-corrected),
-/// the [`centred`] (uncorrected) and the [`percentile`] intervals, i.e. every interval whose bias
-/// correction lies between `-b` and `+b`, `b = mean(boot) - estimate`:
+/// The two-sided interval of a task's MTV: from the lowest to the highest bound of the [`basic`]
+/// (fully bias-corrected), the [`centred`] (uncorrected) and the [`percentile`] intervals (the
+/// percentile interval is the correction `-b` exactly where the bootstrap values are symmetric
+/// about their mean), i.e. every correction between `-b` and `+b`, `b = mean(boot) - estimate`:
 /// `[min(2e - q_{1-a/2}, e - (q_{1-a/2} - m), q_{a/2}), max(2e - q_{a/2}, e + (m - q_{a/2}), q_{1-a/2})]`
 /// with `m = mean(boot)`, clamped at `floor` (0 for an MTV).
 ///

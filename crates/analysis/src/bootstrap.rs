@@ -250,12 +250,8 @@ pub fn interval(estimate: f64, boot: &[f64], level: f64, floor: f64) -> Interval
 ///
 /// `a = 1 - level`. An empty `boot`, a non-finite value in it, or a non-finite estimate give NaN bounds.
 pub fn mtv_interval(estimate: f64, boot: &[f64], level: f64, floor: f64) -> Interval {
-    let (b, c, p) = (
-        basic(estimate, boot, level, floor),
-        centred(estimate, boot, level, floor),
-        percentile(estimate, boot, level, floor),
-    );
-    Interval { low: b.low.min(c.low).min(p.low), high: b.high.max(c.high).max(p.high), ..b }
+    let (i, p) = (interval(estimate, boot, level, floor), percentile(estimate, boot, level, floor));
+    Interval { low: i.low.min(p.low), high: i.high.max(p.high), ..i }
 }
 
 /// The plain percentile interval `[q_{a/2}, q_{1-a/2}]` of the bootstrap values, clamped at

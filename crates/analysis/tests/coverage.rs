@@ -2,6 +2,8 @@
 //! population truth (per-example logits from a population, per-checkpoint Bernoulli churn).
 //! Run with `cargo test --release -- --nocapture` to see the measured coverages and widths.
 
+mod common;
+
 use analysis::bootstrap::{
     self, basic, bc_percentile, centred, interval, mtv_interval, normal_interval, paired, percentile, resampled_mtv,
     upper_bound, Interval,
@@ -27,14 +29,11 @@ fn sigmoid(x: f64) -> f64 {
     1.0 / (1.0 + (-x).exp())
 }
 
-/// E_z[f(MU + SIGMA z)] for z ~ N(0, 1), composite Simpson on [-10, 10] with 4000 intervals.
-fn expect(f: impl Fn(f64) -> f64) -> f64 {
-    let (lo, hi, m) = (-10.0f64, 10.0f64, 4000usize);
+/// Composite Simpson's rule for the integral of g over [lo, hi] with m (even) intervals.
+fn simpson(lo: f64, hi: f64, m: usize, g: impl Fn(f64) -> f64) -> f64 {
     let h = (hi - lo) / m as f64;
-    let phi = |z: f64| (-0.5 * z * z).exp() / (2.0 * std::f64::consts::PI).sqrt();
     (0..=m)
         .map(|k| {
-            let z = lo + k as f64 * h;
             let w = if k == 0 || k == m {
                 1.0
             } else if k % 2 == 1 {
@@ -42,11 +41,17 @@ fn expect(f: impl Fn(f64) -> f64) -> f64 {
             } else {
                 2.0
             };
-            w * phi(z) * f(MU + SIGMA * z)
+            w * g(lo + k as f64 * h)
         })
         .sum::<f64>()
         * h
         / 3.0
+}
+
+/// E_z[f(MU + SIGMA z)] for z ~ N(0, 1), composite Simpson on [-10, 10] with 4000 intervals.
+fn expect(f: impl Fn(f64) -> f64) -> f64 {
+    let phi = |z: f64| (-0.5 * z * z).exp() / (2.0 * std::f64::consts::PI).sqrt();
+    simpson(-10.0, 10.0, 4000, |z| phi(z) * f(MU + SIGMA * z))
 }
 
 /// Population accuracy at offset delta: E_a[sigmoid(a + delta)].
@@ -455,27 +460,9 @@ fn selection_optimism_ci_narrows_with_more_examples() {
     assert!(w4 < 0.7 * w1, "{w4} vs {w1}");
 }
 
-/// Beta(a, b) by Johnk's method (as `tests/nulls_calibration.rs`).
-fn beta_draw(rng: &mut rand_chacha::ChaCha8Rng, a: f64, b: f64) -> f64 {
-    loop {
-        let (u, v): (f64, f64) = (rng.gen(), rng.gen());
-        let (x, y) = (u.powf(1.0 / a), v.powf(1.0 / b));
-        if x + y <= 1.0 && x + y > 0.0 {
-            return x / (x + y);
-        }
-    }
-}
-
-/// Issue 30's real-change trail: p_i ~ Beta(0.4, 0.4), at checkpoint t shifted by +delta (t odd)
-/// or -delta (t even), clamped to [0, 1], correctness redrawn at every checkpoint; 41 x n.
+/// Issue 30's real-change trail, 41 checkpoints x n ([`common::beta_trail`]).
 fn beta_trail(seed: u64, delta: f64, n: usize) -> Array2<f64> {
-    use rand::SeedableRng;
-    let mut rng = rand_chacha::ChaCha8Rng::seed_from_u64(seed);
-    let p: Vec<f64> = (0..n).map(|_| beta_draw(&mut rng, 0.4, 0.4)).collect();
-    Array2::from_shape_fn((41, n), |(t, i)| {
-        let q = (p[i] + if t % 2 == 1 { delta } else { -delta }).clamp(0.0, 1.0);
-        f64::from(u8::from(rng.gen::<f64>() < q))
-    })
+    common::beta_trail(seed, delta, 41, n)
 }
 
 /// Population MTV of [`beta_trail`]: every transition moves the population accuracy by
@@ -483,25 +470,8 @@ fn beta_trail(seed: u64, delta: f64, n: usize) -> Array2<f64> {
 /// equal by symmetry); I by Simpson after p = u^2.5, which removes the p^-0.6 singularity.
 fn beta_trail_truth(delta: f64) -> f64 {
     let b = statrs::function::beta::beta(0.4, 0.4);
-    let top = delta.powf(0.4);
-    let m = 2000;
-    let h = top / m as f64;
     let f = |u: f64| 2.5 * (delta - u.powf(2.5)) * (1.0 - u.powf(2.5)).powf(-0.6) / b;
-    let i = (0..=m)
-        .map(|k| {
-            let w = if k == 0 || k == m {
-                1.0
-            } else if k % 2 == 1 {
-                4.0
-            } else {
-                2.0
-            };
-            w * f(k as f64 * h)
-        })
-        .sum::<f64>()
-        * h
-        / 3.0;
-    2.0 * delta - 2.0 * i
+    2.0 * delta - 2.0 * simpson(0.0, delta.powf(0.4), 2000, f)
 }
 
 /// The MTV interval against its parts and the alternatives on both kinds of trail, from near zero

@@ -7,37 +7,14 @@
 //! keep the power of the sign-flip null. `NULLS_CALIBRATION_TRAILS` sets the number of trails
 //! (default 1,000; `--nocapture` prints the rates).
 
+mod common;
+
 use analysis::nulls::{permutation_null, sign_flip_null};
 use analysis::proportion::wilson;
-use ndarray::Array2;
-use rand::{Rng, SeedableRng};
-use rand_chacha::ChaCha8Rng;
 
 const N: usize = 1_000;
 const T: usize = 41;
 const DRAWS: usize = 400;
-
-/// Beta(a, b) by Johnk's method (exact for any a, b > 0; quick for a, b < 1).
-fn beta(rng: &mut ChaCha8Rng, a: f64, b: f64) -> f64 {
-    loop {
-        let (u, v): (f64, f64) = (rng.gen(), rng.gen());
-        let (x, y) = (u.powf(1.0 / a), v.powf(1.0 / b));
-        if x + y <= 1.0 && x + y > 0.0 {
-            return x / (x + y);
-        }
-    }
-}
-
-/// One trail: probabilities p_i ~ Beta(0.4, 0.4), at checkpoint t shifted by +delta (t odd) or
-/// -delta (t even), clamped to [0, 1]; correctness drawn independently at every checkpoint.
-fn trail(seed: u64, delta: f64) -> Array2<f64> {
-    let mut rng = ChaCha8Rng::seed_from_u64(seed);
-    let p: Vec<f64> = (0..N).map(|_| beta(&mut rng, 0.4, 0.4)).collect();
-    Array2::from_shape_fn((T, N), |(t, i)| {
-        let q = (p[i] + if t % 2 == 1 { delta } else { -delta }).clamp(0.0, 1.0);
-        f64::from(u8::from(rng.gen::<f64>() < q))
-    })
-}
 
 fn trails() -> u64 {
     std::env::var("NULLS_CALIBRATION_TRAILS").ok().and_then(|v| v.parse().ok()).unwrap_or(1_000)
@@ -51,7 +28,7 @@ fn rates(delta: f64, sims: u64, seed_base: u64) -> [[u64; 2]; 2] {
     let fin = analysis::windows(&steps, &opts)[1].1.clone();
     let mut rejected = [[0u64; 2]; 2];
     for sim in 0..sims {
-        let v = trail(seed_base + sim, delta);
+        let v = common::beta_trail(seed_base + sim, delta, T, N);
         for (w, rows) in [(0, 0..T), (1, fin.clone())] {
             let view = v.slice(ndarray::s![rows, ..]);
             let s = sign_flip_null(view, DRAWS, 7_000_000 + sim).unwrap();

@@ -73,7 +73,7 @@
 //! ([`crate::stats::quantile_sorted`]; ndarray-stats' quantiles need `noisy_float::N64` values,
 //! which is not a dependency here).
 
-use ndarray::{Array1, ArrayView2, Axis};
+use ndarray::{Array1, Array2, ArrayView2, Axis};
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 use rayon::prelude::*;
@@ -105,6 +105,18 @@ pub fn draws(n: usize, b: usize, seed: u64) -> Vec<Vec<usize>> {
 /// Task scores of the full eval set: per-checkpoint mean of `values` (T x n) over the examples.
 pub fn scores(values: ArrayView2<f64>) -> Array1<f64> {
     values.mean_axis(Axis(1)).unwrap_or_else(|| Array1::from_elem(values.nrows(), f64::NAN))
+}
+
+/// The multiplicity of each example in each draw: an n x B matrix, column b counting how often
+/// draw b took each example (so `values.dot(&m) / n` is every draw's scores at once).
+pub fn multiplicities(n: usize, draws: &[Vec<usize>]) -> Array2<f64> {
+    let mut m = Array2::<f64>::zeros((n, draws.len()));
+    for (b, idx) in draws.iter().enumerate() {
+        for &i in idx {
+            m[[i, b]] += 1.0;
+        }
+    }
+    m
 }
 
 /// Per-checkpoint mean of values (T x n) over the drawn examples idx (with repeats).
@@ -402,6 +414,30 @@ mod tests {
         // MTV of that trail: |1/6 - 1| / 1.
         assert!((resampled_mtv(v.view(), &[0, 2, 0]) - 5.0 / 6.0).abs() < 1e-15);
         assert!(resampled_scores(v.view(), &[]).iter().all(|x| x.is_nan()));
+    }
+
+    /// All draws' scores as one matrix product equal each draw's own: exactly for 0/1 scores
+    /// (integer sums), to rounding for others.
+    #[test]
+    fn multiplicities_give_every_draws_scores_at_once() {
+        let bits = Array2::from_shape_fn((7, 50), |(t, i)| f64::from(u8::from((t * 7 + i * 3) % 5 < 2)));
+        let reals = Array2::from_shape_fn((7, 50), |(t, i)| ((t * 13 + i * 7) % 11) as f64 / 9.0 - 0.3);
+        let d = draws(50, 40, 3);
+        let m = multiplicities(50, &d);
+        assert_eq!(m.dim(), (50, 40));
+        for (v, exact) in [(&bits, true), (&reals, false)] {
+            let all = v.dot(&m) / 50.0;
+            for (b, idx) in d.iter().enumerate() {
+                let one = resampled_scores(v.view(), idx);
+                for (x, y) in all.column(b).iter().zip(one.iter()) {
+                    if exact {
+                        assert_eq!(x, y);
+                    } else {
+                        assert!((x - y).abs() < 1e-12, "{x} vs {y}");
+                    }
+                }
+            }
+        }
     }
 
     #[test]

@@ -383,20 +383,26 @@ fn with_examples(p: &Panel, opts: &Options, out: &mut Vec<TaskMetrics>, per_exam
         .collect();
     // one draw of examples for every checkpoint, metric and window: the figures are paired
     let draws = bootstrap::draws(n, opts.bootstrap, seed_for(opts.seed, task, "bootstrap"));
-    let boot: Vec<Vec<[Drawn; 2]>> = draws
-        .par_iter()
-        .map(|idx| {
+    // every draw's scores at once: values (T x n) times the draws' multiplicities (n x B), one
+    // matrix product per metric (sums of 0/1 scores are exact integers in any order)
+    let counts = bootstrap::multiplicities(n, &draws);
+    let resampled: Vec<ndarray::Array2<f64>> =
+        metrics.par_iter().map(|&k| p.values(k).unwrap().dot(&counts) / n as f64).collect();
+    let boot: Vec<Vec<[Drawn; 2]>> = (0..draws.len())
+        .into_par_iter()
+        .map(|b| {
+            let mult = counts.column(b);
             metrics
                 .iter()
                 .enumerate()
-                .map(|(mi, &k)| {
-                    let s = bootstrap::resampled_scores(p.values(k).unwrap(), idx).to_vec();
+                .map(|(mi, _)| {
+                    let s = resampled[mi].column(b).to_vec();
                     let mut r = [Drawn::default(); 2];
                     for (wi, (_, w)) in wins.iter().enumerate() {
                         r[wi] = Drawn {
                             mtv: mtv(&s[w.clone()]).unwrap_or(0.0),
                             final_score: s[w.end - 1],
-                            example_mtv: idx.iter().map(|&e| ex_mtv[mi][wi][e]).sum::<f64>() / n as f64,
+                            example_mtv: mult.iter().zip(&ex_mtv[mi][wi]).map(|(&c, &m)| c * m).sum::<f64>() / n as f64,
                         };
                     }
                     r
@@ -404,6 +410,7 @@ fn with_examples(p: &Panel, opts: &Options, out: &mut Vec<TaskMetrics>, per_exam
                 .collect()
         })
         .collect();
+    drop(counts);
     for (mi, &k) in metrics.iter().enumerate() {
         let v = p.values(k).unwrap();
         let s = p.scores(k).unwrap();

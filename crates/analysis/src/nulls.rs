@@ -350,14 +350,17 @@ fn general_null(values: ArrayView2<f64>, draws: usize, seed: u64, normal: bool) 
 #[derive(Debug, Clone, PartialEq, serde::Serialize)]
 pub struct PermutationNull {
     pub observed_mtv: f64,
-    /// mean MTV of the permuted trails
+    /// mean MTV of the permuted trails: exact for 0/1 data ([`permutation_mean_binary`]), the
+    /// mean of the draws otherwise
     pub null_mean: f64,
-    /// 95th percentile of the permuted trails' MTV
+    /// 95th percentile of the permuted trails' MTV (of the draws made)
     pub null_q95: f64,
     /// observed_mtv / null_mean (1 = noise alone)
     pub ratio: f64,
-    /// (1 + #{permuted MTV >= observed}) / (1 + draws)
+    /// (1 + #{permuted MTV >= observed}) / (1 + draws); for 0/1 data, where the draws stopped at
+    /// [`STOP_AFTER_EXCEEDANCES`] exceedances after L draws: h / L
     pub p_value: f64,
+    /// the draws made (fewer than asked where they stopped early)
     pub draws: usize,
 }
 
@@ -380,13 +383,58 @@ pub struct PermutationNull {
 /// data and several times in a permutation, so where examples drift the null's MTV is inflated and
 /// the test conservative. On the committed runs' final windows its ratio is 0.1-0.4 below the
 /// sign-flip one (e.g. heldout_swap of cosine-s1, last 10 checkpoints: 0.36 vs 0.54), and over
-/// whole trails it calls heldout_swap's learning from 0.50 to 0.96 noise (1.11x, p = 0.22; the
+/// whole trails it calls heldout_swap's learning from 0.50 to 0.96 noise (1.10x, p = 0.18; the
 /// sign-flip null: 2.03x, p = 0.001). The sign-flip null conditions on each transition's
 /// discordance and so is robust to drift; it stays the primary test, this one is reported beside
 /// it. Examples whose values never change
 /// contribute a constant and are not drawn. Draw `k` uses stream `k` of `seed` (thread-count
-/// independent). None if T < 2, n == 0, draws == 0 or a value is not finite.
+/// independent). For 0/1 data the null mean is exact (not the mean of the draws) and the draws
+/// stop early on trails far from significance ([`STOP_AFTER_EXCEEDANCES`]). None if T < 2,
+/// n == 0, draws == 0 or a value is not finite.
 pub fn permutation_null(values: ArrayView2<f64>, draws: usize, seed: u64) -> Option<PermutationNull> {
+    permutation_null_impl(values, draws, seed, Some(STOP_AFTER_EXCEEDANCES))
+}
+
+/// The permutation null's draws stop once this many have reached the observed MTV (0/1 data):
+/// Besag and Clifford's sequential Monte Carlo p-value, `h / L` after `L` draws with `h`
+/// exceedances, is exact (P(p <= a) <= a) like the fixed-count one; a trail far from
+/// significance then costs ~`h / p` draws instead of all of them (issue 29: these draws were most
+/// of a large report's analysis). A p-value below `h / draws` is unaffected: those trails run
+/// every draw, the same draws as without the rule.
+pub const STOP_AFTER_EXCEEDANCES: u64 = 20;
+
+/// Draws made (in parallel) between two checks of the stopping rule; the rule is applied in draw
+/// order, so the result does not depend on the number of threads.
+const DRAW_CHUNK: usize = 128;
+
+/// The exact mean MTV of the permutation null of 0/1 columns with `ones[i]` ones among `t_len`
+/// checkpoints, per example of `n`. Every pair of consecutive checkpoints has the same law under
+/// the permutations: column i differs between them with probability
+/// `r_i = 2 k_i (T - k_i) / (T (T - 1))`, up or down alike, columns independently. So the
+/// difference of the sums is a sum of `D` fair signs, `D ~ PoissonBinomial(r)`, and
+/// `E|dS| = sum_d P(D = d) E|S_d|` ([`expected_abs_sign_sum`]); the MTV's mean is `E|dS| / n`.
+fn permutation_mean_binary(ones: &[usize], t_len: usize, n: usize) -> f64 {
+    let t = t_len as f64;
+    let mut pmf = vec![1.0];
+    for &k in ones {
+        let r = 2.0 * k as f64 * (t - k as f64) / (t * (t - 1.0));
+        let mut next = vec![0.0; pmf.len() + 1];
+        for (d, &p) in pmf.iter().enumerate() {
+            next[d] += p * (1.0 - r);
+            next[d + 1] += p * r;
+        }
+        pmf = next;
+    }
+    pmf.iter().enumerate().map(|(d, &p)| p * expected_abs_sign_sum(d as u64)).sum::<f64>() / n as f64
+}
+
+/// [`permutation_null`], with the stopping rule after `stop` exceedances or none (every draw).
+fn permutation_null_impl(
+    values: ArrayView2<f64>,
+    draws: usize,
+    seed: u64,
+    stop: Option<u64>,
+) -> Option<PermutationNull> {
     let (t_len, n) = values.dim();
     if t_len < 2 || n == 0 || draws == 0 || values.iter().any(|v| !v.is_finite()) {
         return None;
@@ -412,52 +460,67 @@ pub fn permutation_null(values: ArrayView2<f64>, draws: usize, seed: u64) -> Opt
         .iter()
         .map(|c| c.iter().all(|&v| v == 0.0 || v == 1.0).then(|| c.iter().filter(|&&v| v == 1.0).count()))
         .collect();
-    let mut null_totals: Vec<f64> = (0..draws)
-        .into_par_iter()
-        .map(|k| {
-            let mut rng = draw_rng(seed, k);
-            let mut sums = vec![0.0; t_len];
-            match &ones {
-                Some(ones) => {
-                    let mut idx: Vec<usize> = (0..t_len).collect();
-                    for &k1 in ones {
-                        let (m, value) = if 2 * k1 <= t_len { (k1, 1.0) } else { (t_len - k1, -1.0) };
-                        if value < 0.0 {
-                            // every checkpoint 1, then m of them set back to 0
-                            sums.iter_mut().for_each(|s| *s += 1.0);
-                        }
-                        for j in 0..m {
-                            let r = rng.gen_range(j..t_len);
-                            idx.swap(j, r);
-                            sums[idx[j]] += value;
-                        }
+    let draw = |k: usize| -> f64 {
+        let mut rng = draw_rng(seed, k);
+        let mut sums = vec![0.0; t_len];
+        match &ones {
+            Some(ones) => {
+                let mut idx: Vec<usize> = (0..t_len).collect();
+                for &k1 in ones {
+                    let (m, value) = if 2 * k1 <= t_len { (k1, 1.0) } else { (t_len - k1, -1.0) };
+                    if value < 0.0 {
+                        // every checkpoint 1, then m of them set back to 0
+                        sums.iter_mut().for_each(|s| *s += 1.0);
                     }
-                }
-                None => {
-                    let mut col = vec![0.0; t_len];
-                    for c in &moving {
-                        col.copy_from_slice(c);
-                        col.shuffle(&mut rng);
-                        for (s, v) in sums.iter_mut().zip(&col) {
-                            *s += v;
-                        }
+                    for j in 0..m {
+                        let r = rng.gen_range(j..t_len);
+                        idx.swap(j, r);
+                        sums[idx[j]] += value;
                     }
                 }
             }
-            sums.windows(2).map(|w| (w[1] - w[0]).abs()).sum::<f64>()
-        })
-        .collect();
-    let exceed = null_totals.iter().filter(|&&x| x >= observed_total * (1.0 - TIE_TOLERANCE)).count();
+            None => {
+                let mut col = vec![0.0; t_len];
+                for c in &moving {
+                    col.copy_from_slice(c);
+                    col.shuffle(&mut rng);
+                    for (s, v) in sums.iter_mut().zip(&col) {
+                        *s += v;
+                    }
+                }
+            }
+        }
+        sums.windows(2).map(|w| (w[1] - w[0]).abs()).sum::<f64>()
+    };
+    // the stopping rule needs the exact mean (the mean of a few draws would make the ratio noisy)
+    let exact_mean = ones.as_ref().map(|o| permutation_mean_binary(o, t_len, n));
+    let stop = stop.filter(|_| exact_mean.is_some());
+    let exceeds = |x: f64| x >= observed_total * (1.0 - TIE_TOLERANCE);
+    let (mut null_totals, mut exceed, mut stopped) = (Vec::with_capacity(draws), 0u64, false);
+    while null_totals.len() < draws && !stopped {
+        let from = null_totals.len();
+        let chunk: Vec<f64> = (from..draws.min(from + DRAW_CHUNK)).into_par_iter().map(draw).collect();
+        for x in chunk {
+            null_totals.push(x);
+            exceed += u64::from(exceeds(x));
+            if stop.is_some_and(|h| exceed >= h) {
+                stopped = true;
+                break;
+            }
+        }
+    }
+    let made = null_totals.len();
+    let p_value = if stopped { exceed as f64 / made as f64 } else { (1 + exceed) as f64 / (1 + draws) as f64 };
     null_totals.sort_by(f64::total_cmp);
     let null_mtvs: Vec<f64> = null_totals.iter().map(|x| x * scale).collect();
-    let null_mean = mean(&null_mtvs);
+    let null_mean = exact_mean.unwrap_or_else(|| mean(&null_mtvs));
     Some(PermutationNull {
         observed_mtv,
         null_mean,
         null_q95: quantile_sorted(&null_mtvs, 0.95),
         ratio: observed_mtv / null_mean,
-        p_value: (1 + exceed) as f64 / (1 + draws) as f64,
-        draws,
+        p_value,
+        draws: made,
     })
 }
 
@@ -560,21 +623,103 @@ mod tests {
     fn the_permutation_null_is_exact_on_a_small_trail() {
         for x in [1.0, 0.5] {
             let mid = ndarray::array![[0.0], [x], [0.0]];
-            let p = permutation_null(mid.view(), 30_000, 5).unwrap();
+            let p = permutation_null_impl(mid.view(), 30_000, 5, None).unwrap();
             assert!((p.p_value - 1.0 / 3.0).abs() < 0.01, "x = {x}: {}", p.p_value);
             // null MTV: (1 + 2 + 1) / 3 of x per transition pair, over 2 transitions
             assert!((p.null_mean - x * 4.0 / 3.0 / 2.0).abs() < 0.01, "x = {x}: {}", p.null_mean);
             let edge = ndarray::array![[x], [0.0], [0.0]];
             assert_eq!(permutation_null(edge.view(), 1000, 5).unwrap().p_value, 1.0);
         }
+        // the 0/1 mean is exact, not the mean of the draws
+        let mid = ndarray::array![[0.0], [1.0], [0.0]];
+        assert!(close(permutation_null(mid.view(), 10, 5).unwrap().null_mean, 2.0 / 3.0, 1e-12));
         // two of three ones (the 0/1 path places the zero): the same law mirrored
         let two = ndarray::array![[1.0], [0.0], [1.0]];
-        assert!((permutation_null(two.view(), 30_000, 6).unwrap().p_value - 1.0 / 3.0).abs() < 0.01);
+        assert!((permutation_null_impl(two.view(), 30_000, 6, None).unwrap().p_value - 1.0 / 3.0).abs() < 0.01);
         // nothing moves: no evidence of change
         let flat = ndarray::array![[1.0, 0.0], [1.0, 0.0]];
         assert_eq!(permutation_null(flat.view(), 100, 1).unwrap().p_value, 1.0);
         assert!(permutation_null(ndarray::array![[f64::NAN]].view(), 10, 1).is_none());
     }
+
+    /// Every distinct arrangement of each column's values over the checkpoints, all combinations:
+    /// the exact permutation law of the trail's total absolute change (each column's
+    /// permutations are equally likely, so its distinct arrangements are too).
+    fn enumerated_permutation_mean(v: &Array2<f64>) -> f64 {
+        fn arrangements(col: &[f64]) -> Vec<Vec<f64>> {
+            if col.len() <= 1 {
+                return vec![col.to_vec()];
+            }
+            let mut out = Vec::new();
+            for i in 0..col.len() {
+                let mut rest = col.to_vec();
+                let first = rest.remove(i);
+                for mut tail in arrangements(&rest) {
+                    tail.insert(0, first);
+                    out.push(tail);
+                }
+            }
+            out
+        }
+        let (t_len, n) = v.dim();
+        let per_col: Vec<Vec<Vec<f64>>> = (0..n).map(|i| arrangements(&v.column(i).to_vec())).collect();
+        let (mut total, mut count) = (0.0, 0usize);
+        let mut pick = vec![0usize; n];
+        loop {
+            let sums: Vec<f64> = (0..t_len).map(|t| (0..n).map(|i| per_col[i][pick[i]][t]).sum()).collect();
+            total += sums.windows(2).map(|w| (w[1] - w[0]).abs()).sum::<f64>();
+            count += 1;
+            let mut i = 0;
+            while i < n {
+                pick[i] += 1;
+                if pick[i] < per_col[i].len() {
+                    break;
+                }
+                pick[i] = 0;
+                i += 1;
+            }
+            if i == n {
+                break;
+            }
+        }
+        total / count as f64 / (n * (t_len - 1)) as f64
+    }
+
+    #[test]
+    fn the_stopping_rule_keeps_significant_trails_and_is_thread_independent() {
+        // a real change (200 examples right at even checkpoints, wrong at odd ones): far below
+        // h / draws, every draw runs and the result is the one without the rule
+        let mut jump = random_binary(30, 400, 3);
+        for t in 0..30 {
+            jump.slice_mut(ndarray::s![t, ..200]).fill(if t % 2 == 0 { 1.0 } else { 0.0 });
+        }
+        let with = permutation_null(jump.view(), 500, 8).unwrap();
+        let without = permutation_null_impl(jump.view(), 500, 8, None).unwrap();
+        assert_eq!(with, without);
+        assert!(with.p_value < 0.01 && with.draws == 500);
+        // pure churn: the draws stop at h exceedances, p = h / L
+        let churn = {
+            let mut rng = ChaCha8Rng::seed_from_u64(4);
+            Array2::from_shape_fn((30, 400), |_| f64::from(u8::from(rng.gen::<f64>() < 0.5)))
+        };
+        let stopped = permutation_null(churn.view(), 2000, 9).unwrap();
+        assert!(stopped.draws < 2000, "{} draws", stopped.draws);
+        assert_eq!(stopped.p_value, STOP_AFTER_EXCEEDANCES as f64 / stopped.draws as f64);
+        let full = permutation_null_impl(churn.view(), 2000, 9, None).unwrap();
+        assert_eq!(stopped.null_mean, full.null_mean);
+        assert!(full.p_value > 0.05 && stopped.p_value > 0.05, "{} / {}", full.p_value, stopped.p_value);
+        for v in [&jump, &churn] {
+            let run = |threads: usize| {
+                rayon::ThreadPoolBuilder::new()
+                    .num_threads(threads)
+                    .build()
+                    .unwrap()
+                    .install(|| permutation_null(v.view(), 2000, 11).unwrap())
+            };
+            assert_eq!(run(1), run(3));
+        }
+    }
+
     use ndarray::Array2;
     use proptest::prelude::*;
     use rand::Rng;
@@ -943,6 +1088,17 @@ mod tests {
                 })
                 .sum::<f64>() / (t_len - 1) as f64;
             prop_assert!(close(r.null_mean, want, 1e-12), "{} vs {}", r.null_mean, want);
+        }
+
+        #[test]
+        fn prop_permutation_mean_is_exact(v in (2usize..5, 1usize..4).prop_flat_map(|(t, n)| {
+            proptest::collection::vec(proptest::bool::ANY, t * n).prop_map(move |b| {
+                Array2::from_shape_vec((t, n), b.into_iter().map(|x| f64::from(u8::from(x))).collect()).unwrap()
+            })
+        }), seed in any::<u64>()) {
+            let want = enumerated_permutation_mean(&v);
+            let got = permutation_null(v.view(), 20, seed).unwrap().null_mean;
+            prop_assert!((got - want).abs() <= 1e-12, "{} vs {}", got, want);
         }
 
         #[test]

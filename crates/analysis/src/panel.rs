@@ -173,6 +173,174 @@ impl Panel {
         self.values(m).map(|v| v.mean_axis(Axis(1)).map(|s| s.to_vec()).unwrap_or_default())
     }
 
+    /// The panel with `newer`'s checkpoints added (a trail that gained checkpoints): both must
+    /// score the same examples with the same gold and the same text where both say; the metrics
+    /// kept are those both have. Rows stay in step order.
+    pub fn merge(self, newer: Panel) -> Result<Panel> {
+        let task = &self.task;
+        if self.ids != newer.ids {
+            bail!("task {task}: the new checkpoints score other examples than the cached ones");
+        }
+        if self.generation != newer.generation {
+            bail!("task {task}: generation rows (gold texts) mixed with multiple-choice rows");
+        }
+        if let Some(s) = newer.steps.iter().find(|s| self.steps.binary_search(s).is_ok()) {
+            bail!("task {task}: step {s} is both cached and new");
+        }
+        for (e, (old, new)) in self.hashes.iter().zip(&newer.hashes).enumerate() {
+            if !old.is_empty() && !new.is_empty() && old != new {
+                bail!(
+                    "task {task}: example {} has other text at step {} than at step {}",
+                    self.ids[e],
+                    newer.steps[0],
+                    self.steps[0]
+                );
+            }
+        }
+        if let Some(e) = (0..self.ids.len()).find(|&e| self.gold[e] != newer.gold[e]) {
+            bail!(
+                "task {task}: example {} has another target at step {} than at step {}",
+                self.ids[e],
+                newer.steps[0],
+                self.steps[0]
+            );
+        }
+        // (panel, row) of each merged row, in step order
+        let mut order: Vec<(u64, bool, usize)> = self.steps.iter().enumerate().map(|(t, &s)| (s, false, t)).collect();
+        order.extend(newer.steps.iter().enumerate().map(|(t, &s)| (s, true, t)));
+        order.sort_unstable();
+        let outputs = |a: &Vec<Vec<Text>>, b: &Vec<Vec<Text>>| -> Vec<Vec<Text>> {
+            a.iter()
+                .zip(b)
+                .map(|(x, y)| order.iter().map(|&(_, new, t)| if new { y[t].clone() } else { x[t].clone() }).collect())
+                .collect()
+        };
+        let mut values = BTreeMap::new();
+        for (m, a) in &self.values {
+            let Some(b) = newer.values.get(m) else { continue };
+            let mut v = Array2::<f64>::zeros((order.len(), self.ids.len()));
+            for (row, &(_, new, t)) in order.iter().enumerate() {
+                v.row_mut(row).assign(&if new { b.row(t) } else { a.row(t) });
+            }
+            values.insert(*m, v);
+        }
+        Ok(Panel {
+            steps: order.iter().map(|o| o.0).collect(),
+            hashes: self
+                .hashes
+                .iter()
+                .zip(&newer.hashes)
+                .map(|(o, n)| if o.is_empty() { n.clone() } else { o.clone() })
+                .collect(),
+            outputs: outputs(&self.outputs, &newer.outputs),
+            outputs_norm: outputs(&self.outputs_norm, &newer.outputs_norm),
+            values,
+            task: self.task,
+            ids: self.ids,
+            gold: self.gold,
+            chance: self.chance,
+            generation: self.generation,
+        })
+    }
+
+    /// The panel as bytes ([`Panel::from_bytes`] reads them back): a JSON header (names, steps,
+    /// ids, gold, the distinct output texts) and the matrices as little-endian f64 and u32.
+    pub fn to_bytes(&self) -> Vec<u8> {
+        let mut texts: Vec<&str> = Vec::new();
+        let mut index: HashMap<&str, u32> = HashMap::new();
+        let mut cells = Vec::with_capacity(2 * self.ids.len() * self.steps.len());
+        for grid in [&self.outputs, &self.outputs_norm] {
+            for t in grid.iter().flatten() {
+                let i = *index.entry(&**t).or_insert_with(|| {
+                    texts.push(t);
+                    (texts.len() - 1) as u32
+                });
+                cells.push(i);
+            }
+        }
+        let header = serde_json::json!({
+            "task": self.task, "steps": self.steps, "ids": self.ids, "hashes": self.hashes,
+            "gold": self.gold, "chance": self.chance, "generation": self.generation,
+            "metrics": self.values.keys().map(|m| m.name()).collect::<Vec<_>>(), "texts": texts,
+        });
+        let header = serde_json::to_vec(&header).expect("a panel's header is JSON");
+        let mut out = Vec::with_capacity(8 + header.len() + 8 * self.values.len() * cells.len() / 2 + 4 * cells.len());
+        out.extend_from_slice(&(header.len() as u64).to_le_bytes());
+        out.extend_from_slice(&header);
+        for a in self.values.values() {
+            out.extend(a.iter().flat_map(|x| x.to_le_bytes()));
+        }
+        out.extend(cells.iter().flat_map(|x| x.to_le_bytes()));
+        out
+    }
+
+    /// Reads [`Panel::to_bytes`]'s bytes.
+    pub fn from_bytes(bytes: &[u8]) -> Result<Panel> {
+        #[derive(serde::Deserialize)]
+        struct Header {
+            task: String,
+            steps: Vec<u64>,
+            ids: Vec<String>,
+            hashes: Vec<String>,
+            gold: Vec<u32>,
+            chance: f64,
+            generation: bool,
+            metrics: Vec<String>,
+            texts: Vec<String>,
+        }
+        let mut at = 0usize;
+        let mut take = |len: usize| -> Result<&[u8]> {
+            let end = at
+                .checked_add(len)
+                .filter(|&e| e <= bytes.len())
+                .ok_or_else(|| anyhow::anyhow!("a panel's bytes end early"))?;
+            let b = &bytes[at..end];
+            at = end;
+            Ok(b)
+        };
+        let len = u64::from_le_bytes(take(8)?.try_into()?) as usize;
+        let h: Header = serde_json::from_slice(take(len)?)?;
+        let (t_len, n) = (h.steps.len(), h.ids.len());
+        if h.hashes.len() != n || h.gold.len() != n {
+            bail!("a panel's header is inconsistent");
+        }
+        let mut values = BTreeMap::new();
+        for name in &h.metrics {
+            let m = Metric::ALL
+                .into_iter()
+                .find(|m| m.name() == name)
+                .ok_or_else(|| anyhow::anyhow!("unknown metric {name}"))?;
+            let v: Vec<f64> =
+                take(8 * t_len * n)?.chunks_exact(8).map(|c| f64::from_le_bytes(c.try_into().unwrap())).collect();
+            values.insert(m, Array2::from_shape_vec((t_len, n), v)?);
+        }
+        let texts: Vec<Text> = h.texts.iter().map(|t| Text::from(t.as_str())).collect();
+        let cells: Vec<u32> =
+            take(8 * t_len * n)?.chunks_exact(4).map(|c| u32::from_le_bytes(c.try_into().unwrap())).collect();
+        if at != bytes.len() {
+            bail!("a panel's bytes run past its end");
+        }
+        let text = |i: u32| {
+            texts.get(i as usize).cloned().ok_or_else(|| anyhow::anyhow!("a panel's output index is out of range"))
+        };
+        let grid = |half: &[u32]| -> Result<Vec<Vec<Text>>> {
+            (0..n).map(|e| half[e * t_len..(e + 1) * t_len].iter().map(|&i| text(i)).collect()).collect()
+        };
+        let (a, b) = cells.split_at(t_len * n);
+        Ok(Panel {
+            task: h.task,
+            steps: h.steps,
+            ids: h.ids,
+            hashes: h.hashes,
+            gold: h.gold,
+            chance: h.chance,
+            outputs: grid(a)?,
+            outputs_norm: grid(b)?,
+            generation: h.generation,
+            values,
+        })
+    }
+
     /// The same panel on a subset of its steps (those in `keep`, which must all exist).
     pub fn restrict(&self, keep: &[u64]) -> Result<Panel> {
         let rows: Vec<usize> = keep
@@ -297,5 +465,46 @@ mod tests {
         let rows = vec![h(0, "a", "aa"), h(10, "a", ""), h(20, "a", "ab")];
         let e = Panel::build("t", &rows.iter().collect::<Vec<_>>()).err().unwrap().to_string();
         assert_eq!(e, "task t: example a has other text at step 20 than at step 0");
+    }
+
+    /// Every field of two panels, for the tests.
+    fn same(a: &Panel, b: &Panel) {
+        assert_eq!((&a.task, &a.steps, &a.ids, &a.hashes, &a.gold), (&b.task, &b.steps, &b.ids, &b.hashes, &b.gold));
+        assert_eq!((a.chance, a.generation, a.metrics()), (b.chance, b.generation, b.metrics()));
+        for m in a.metrics() {
+            assert_eq!(a.values(m).unwrap(), b.values(m).unwrap(), "{m:?}");
+        }
+        assert_eq!((&a.outputs, &a.outputs_norm), (&b.outputs, &b.outputs_norm));
+    }
+
+    /// What the ingest cache keeps of a panel reads back whole, and a panel of some checkpoints
+    /// merged with one of the others is the panel of all (in step order, whichever came first).
+    #[test]
+    fn bytes_round_trip_and_merging_checkpoints_equals_building_them_all() {
+        let h = |step, id: &str, ok: bool, hash: &str| ExampleRecord { item_hash: hash.into(), ..row(step, id, ok) };
+        let rows = vec![
+            h(0, "a", true, ""),
+            h(0, "b", false, "bb"),
+            h(10, "a", false, "aa"),
+            h(10, "b", true, ""),
+            h(20, "a", true, ""),
+            h(20, "b", true, "bb"),
+        ];
+        let build = |keep: &dyn Fn(u64) -> bool| {
+            Panel::build("t", &rows.iter().filter(|r| keep(r.step)).collect::<Vec<_>>()).unwrap()
+        };
+        let all = build(&|_| true);
+        same(&Panel::from_bytes(&all.to_bytes()).unwrap(), &all);
+        same(&build(&|s| s != 10).merge(build(&|s| s == 10)).unwrap(), &all);
+        same(&build(&|s| s == 20).merge(build(&|s| s < 20)).unwrap(), &all);
+        let bytes = all.to_bytes();
+        assert!(Panel::from_bytes(&bytes[..bytes.len() - 1]).is_err(), "a cut panel is an error");
+        // other text, another target, other examples or a step twice are refused
+        let e = build(&|s| s == 0).merge(Panel::build("t", &[&h(10, "a", true, ""), &h(10, "b", true, "zz")]).unwrap());
+        assert_eq!(e.err().unwrap().to_string(), "task t: example b has other text at step 10 than at step 0");
+        let other_gold = ExampleRecord { gold: 1, ..row(10, "a", true) };
+        assert!(build(&|s| s == 0).merge(Panel::build("t", &[&other_gold, &row(10, "b", true)]).unwrap()).is_err());
+        assert!(build(&|s| s == 0).merge(Panel::build("t", &[&row(10, "a", true)]).unwrap()).is_err());
+        assert!(build(&|s| s == 0).merge(build(&|s| s == 0)).is_err());
     }
 }

@@ -98,21 +98,74 @@ pub fn load_inputs(inputs: &[PathBuf], rule: &records::harness::StepRule, ingest
         let why = e.map_or(String::new(), |e| format!(": {e:#}"));
         anyhow::bail!("{what}: neither a run with eval/tasks.parquet nor the outputs of {}{why}", names.join(", "));
     };
-    let mut panels = BTreeMap::new();
-    let l = records::source::load(reader.as_ref(), inputs, rule, ingest, &mut |trail, rows| {
-        let refs: Vec<&ExampleRecord> = rows.iter().collect();
-        panels.insert(trail.to_string(), Panel::build(trail, &refs)?);
-        Ok(())
-    })
-    .with_context(|| format!("{what}: reading the {} outputs", reader.name()))?;
+    let mut panels = Panels::default();
+    let l = records::source::load(reader.as_ref(), inputs, rule, ingest, &mut panels)
+        .with_context(|| format!("{what}: reading the {} outputs", reader.name()))?;
+    let panels = panels.0;
     if l.tasks.is_empty() {
         anyhow::bail!("{what}: no task with an `acc` in any results or samples file");
     }
     let mut notices = l.notices;
-    if l.parsed + l.cached > 0 && ingest.cache.is_some() {
-        notices.push(format!("ingest: {} file(s) parsed, {} read from the cache", l.parsed, l.cached));
+    if l.parsed + l.cached + l.restored > 0 && ingest.cache.is_some() {
+        let restored = if l.restored > 0 {
+            format!(", {} restored with their tasks' cached panels", l.restored)
+        } else {
+            String::new()
+        };
+        notices.push(format!("ingest: {} file(s) parsed, {} read from the cache{restored}", l.parsed, l.cached));
     }
     Ok(Input { tasks: l.tasks, panels, sources: l.sources, harness: true, notices, run: None })
+}
+
+/// The panels of a harness's trails: built from their rows, or restored from the ingest cache's
+/// snapshots and extended by new checkpoints' rows ([`records::source::TrailSink`]).
+#[derive(Default)]
+struct Panels(BTreeMap<String, Panel>);
+
+impl records::source::TrailSink for Panels {
+    fn rows(&mut self, trail: &str, rows: Vec<ExampleRecord>) -> Result<()> {
+        let refs: Vec<&ExampleRecord> = rows.iter().collect();
+        self.0.insert(trail.to_string(), Panel::build(trail, &refs)?);
+        Ok(())
+    }
+
+    /// The panel's byte layout and this build: a snapshot made by another build (whose
+    /// `Panel::build` may read rows otherwise) is built again.
+    fn format(&self) -> Option<String> {
+        Some(format!("analysis panel 1, build {}", build_id()))
+    }
+
+    fn save(&self, trail: &str) -> Result<Vec<u8>> {
+        Ok(self.0.get(trail).with_context(|| format!("trail {trail} was not built"))?.to_bytes())
+    }
+
+    fn restore(&mut self, trail: &str, bytes: &[u8]) -> Result<()> {
+        let p = Panel::from_bytes(bytes).with_context(|| format!("trail {trail}: its cached panel"))?;
+        anyhow::ensure!(p.task == trail, "trail {trail}: the cached panel is of {}", p.task);
+        self.0.insert(trail.to_string(), p);
+        Ok(())
+    }
+
+    fn extend(&mut self, trail: &str, rows: Vec<ExampleRecord>) -> Result<()> {
+        let refs: Vec<&ExampleRecord> = rows.iter().collect();
+        let newer = Panel::build(trail, &refs)?;
+        let old = self.0.remove(trail).with_context(|| format!("trail {trail} was not restored"))?;
+        self.0.insert(trail.to_string(), old.merge(newer)?);
+        Ok(())
+    }
+}
+
+/// The sha256 of this executable (its first 16 hex digits), or the crate version where it cannot
+/// be read.
+fn build_id() -> String {
+    static ID: std::sync::OnceLock<String> = std::sync::OnceLock::new();
+    ID.get_or_init(|| {
+        std::env::current_exe()
+            .ok()
+            .and_then(|p| output::provenance::sha256_file(&p).ok())
+            .map_or_else(|| env!("CARGO_PKG_VERSION").to_string(), |h| h[..16].to_string())
+    })
+    .clone()
 }
 
 /// Where `analysis report` keeps its ingest cache.

@@ -77,10 +77,14 @@ fn cached_and_uncached_reports_are_identical_and_new_checkpoints_are_parsed_alon
     assert!(d.path().join("cached.ingest/manifest.json").is_file(), "the cache lives beside --out");
     assert_eq!(tables(&plain), tables(&cached));
     let e = ok(&report(&input, &cached, &[]));
-    assert!(e.contains("ingest: 0 file(s) parsed, 8 read from the cache"), "{e}");
-    assert_eq!(tables(&plain), tables(&cached), "a warm report reads the same rows");
+    assert!(
+        e.contains("ingest: 0 file(s) parsed, 0 read from the cache, 8 restored with their tasks' cached panels"),
+        "{e}"
+    );
+    assert_eq!(tables(&plain), tables(&cached), "a warm report restores the same panels");
 
-    // a checkpoint arrives: its two samples files are parsed, the others read from the cache
+    // a checkpoint arrives: its two samples files are parsed, one cached file per task read for
+    // the checks, the others' rows not read (the cached panels extended)
     let more = d.path().join("more");
     fixture(&more, "100,200,300,400,500");
     let new: Vec<PathBuf> = std::fs::read_dir(&more)
@@ -95,11 +99,27 @@ fn cached_and_uncached_reports_are_identical_and_new_checkpoints_are_parsed_alon
         std::fs::copy(&f, to.join(f.file_name().unwrap())).unwrap();
     }
     let e = ok(&report(&input, &cached, &[]));
-    assert!(e.contains("ingest: 2 file(s) parsed, 8 read from the cache"), "{e}");
+    assert!(
+        e.contains("ingest: 2 file(s) parsed, 2 read from the cache, 6 restored with their tasks' cached panels"),
+        "{e}"
+    );
     let fresh = d.path().join("fresh");
     ok(&report(&input, &fresh, &["--no-cache"]));
-    assert_eq!(tables(&fresh), tables(&cached), "the updated cache gives what a fresh parse of the grown folder gives");
+    assert_eq!(
+        tables(&fresh),
+        tables(&cached),
+        "the extended panels give what a fresh parse of the grown folder gives"
+    );
     assert_ne!(tables(&plain), tables(&cached), "and the new checkpoint is in it");
+    let e = ok(&report(&input, &cached, &[]));
+    assert!(e.contains("0 file(s) parsed, 0 read from the cache, 10 restored"), "the extended panels were kept: {e}");
+    assert_eq!(tables(&fresh), tables(&cached));
+
+    // a checkpoint is taken away: the panels no longer match their units and are built again
+    std::fs::remove_dir_all(&to).unwrap();
+    let e = ok(&report(&input, &cached, &[]));
+    assert!(e.contains("ingest: 0 file(s) parsed, 8 read from the cache") && !e.contains("restored"), "{e}");
+    assert_eq!(tables(&plain), tables(&cached));
 }
 
 #[test]
@@ -137,14 +157,28 @@ fn changed_files_and_broken_cache_files_are_parsed_again_with_a_note() {
     ok(&report(&input, &fresh2, &["--no-cache"]));
     assert_eq!(tables(&fresh2), tables(&out));
 
-    // a cached parquet file cut short: parsed again, not an error
+    // a cached parquet file cut short: its task's cached panel stands for it (its rows are not
+    // read); once that panel is unreadable too, the file is parsed again, not an error
     let units = out.with_file_name("out.ingest").join("units");
     let victim = std::fs::read_dir(&units).unwrap().next().unwrap().unwrap().path();
     let bytes = std::fs::read(&victim).unwrap();
     std::fs::write(&victim, &bytes[..bytes.len() / 2]).unwrap();
     let e = ok(&report(&input, &out, &[]));
+    assert!(e.contains("6 restored"), "{e}");
+    assert_eq!(tables(&fresh2), tables(&out));
+    let trails = out.with_file_name("out.ingest").join("trails");
+    let snaps: Vec<PathBuf> = std::fs::read_dir(&trails).unwrap().map(|e| e.unwrap().path()).collect();
+    assert_eq!(snaps.len(), 2, "one snapshot per task");
+    for s in &snaps {
+        let bytes = std::fs::read(s).unwrap();
+        std::fs::write(s, &bytes[..bytes.len() / 2]).unwrap();
+    }
+    let e = ok(&report(&input, &out, &[]));
+    assert!(e.contains("unreadable trail snapshot") && e.contains("built again"), "{e}");
     assert!(e.contains("cached rows are unreadable") && e.contains("1 file(s) parsed"), "{e}");
     assert_eq!(tables(&fresh2), tables(&out));
+    let e = ok(&report(&input, &out, &[]));
+    assert!(e.contains("0 file(s) parsed, 0 read from the cache, 6 restored"), "rebuilt: {e}");
 }
 
 #[test]
@@ -167,4 +201,37 @@ fn the_cache_is_never_inside_the_inputs_nor_shared_by_two_reports() {
     assert!(!o.status.success() && e.contains("a test holding the cache"), "{e}");
     drop(lock);
     ok(&report(&input, &d.path().join("out"), &["--cache", cache.to_str().unwrap()]));
+}
+
+#[test]
+fn a_new_checkpoint_that_scores_other_examples_is_refused_beside_the_cached_panels() {
+    let d = tempfile::tempdir().unwrap();
+    let input = d.path().join("lm_eval");
+    fixture(&input, "100,200,300");
+    let out = d.path().join("out");
+    ok(&report(&input, &out, &[]));
+    assert!(ok(&report(&input, &out, &[])).contains("6 restored"));
+    // the new checkpoint's samples file of one task lacks its last doc
+    let more = d.path().join("more");
+    fixture(&more, "100,200,300,400");
+    let new = std::fs::read_dir(&more)
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .find(|p| p.to_string_lossy().ends_with("step_000400"))
+        .unwrap();
+    let to = input.join(new.file_name().unwrap());
+    std::fs::create_dir(&to).unwrap();
+    for f in walk(&new) {
+        std::fs::copy(&f, to.join(f.file_name().unwrap())).unwrap();
+    }
+    let cut = samples(&to).remove(0);
+    let text = std::fs::read_to_string(&cut).unwrap();
+    let kept: Vec<&str> = text.lines().collect();
+    std::fs::write(&cut, kept[..kept.len() - 1].join("\n") + "\n").unwrap();
+    let before = tables(&out);
+    let o = report(&input, &out, &[]);
+    let e = String::from_utf8_lossy(&o.stderr);
+    assert!(!o.status.success(), "{e}");
+    assert!(e.contains(&cut.display().to_string()) && e.contains("scores other examples"), "{e}");
+    assert_eq!(tables(&out), before, "the earlier report is left as it was");
 }

@@ -12,6 +12,14 @@
 //! crash leaves the old manifest and its files intact (unreferenced files are removed at the
 //! next commit). The folder is locked while open ([`output::FolderLock`]): two reports on one
 //! cache are refused.
+//!
+//! Beside the units, `trails/<key>.snap` keeps what the caller built from each task's rows (the
+//! analysis's panels, [`crate::source::TrailSink`]) with the fingerprints of the units it was
+//! built from (source, step, task, sha256, parser and schema versions): a task whose units are
+//! all unchanged is restored from it without reading a row, and one that gained checkpoints is
+//! restored and extended by the new units' rows alone. A snapshot is content-addressed by those
+//! fingerprints, so it is written (atomically) as soon as it is built; one that does not match
+//! its units is not used.
 
 use anyhow::{bail, Context, Result};
 use rayon::prelude::*;
@@ -25,6 +33,9 @@ use crate::TaskRecord;
 
 const MANIFEST: &str = "manifest.json";
 const UNITS: &str = "units";
+const TRAILS: &str = "trails";
+/// The layout of a trail snapshot (its header; the built trails are the sink's bytes).
+pub(crate) const SNAPSHOT_VERSION: u32 = 1;
 /// The layout of the manifest itself.
 const MANIFEST_VERSION: u32 = 1;
 
@@ -44,6 +55,54 @@ struct Entry {
     rows: usize,
     tasks: Vec<TaskRecord>,
     notices: Vec<String>,
+}
+
+impl Entry {
+    /// What identifies the unit's rows: its source, step and task, the source's content and the
+    /// parser and schema that read it.
+    fn fingerprint(&self) -> String {
+        format!(
+            "{}|{}|{}|{}|{}|{}",
+            self.source.display(),
+            self.step,
+            self.task,
+            self.sha256,
+            self.parser_version,
+            self.schema_version
+        )
+    }
+}
+
+/// A unit whose cached entry is current: its fingerprint and what its parse gave besides rows.
+#[derive(Debug, Clone)]
+pub struct Current {
+    pub fingerprint: String,
+    pub tasks: Vec<TaskRecord>,
+    pub notices: Vec<String>,
+}
+
+/// One built trail of a snapshot.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct SnapshotTrail {
+    pub trail: String,
+    pub steps: Vec<u64>,
+    /// the task rows derived from its samples (where the harness stored no aggregate)
+    pub derived: Vec<TaskRecord>,
+    /// the sink's bytes
+    #[serde(skip)]
+    pub bytes: Vec<u8>,
+}
+
+/// What a task's rows were built into, and from which units.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct Snapshot {
+    pub version: u32,
+    /// the sink's own format ([`crate::source::TrailSink::format`])
+    pub format: String,
+    pub task: String,
+    /// the fingerprints of the units, sorted
+    pub units: Vec<String>,
+    pub trails: Vec<SnapshotTrail>,
 }
 
 #[derive(Debug, Default, Serialize, Deserialize)]
@@ -153,6 +212,89 @@ impl Cache {
         Ok(out)
     }
 
+    /// For each unit, its entry's fingerprint and parse results where the entry is current (no
+    /// row read); None where the unit must be parsed (new, changed, or cached by another parser).
+    pub fn current_all(&self, reader: &dyn Reader, units: &[Unit]) -> Result<Vec<Option<Current>>> {
+        units
+            .par_iter()
+            .map(|u| {
+                let Ok(source) = std::fs::canonicalize(&u.path) else { return Ok(None) };
+                let Ok(meta) = std::fs::metadata(&source) else { return Ok(None) };
+                let Some(e) = self.entries.get(&(source, u.step, u.task.clone())) else { return Ok(None) };
+                Ok(self.current(e, reader, &meta, u)?.ok().map(|()| Current {
+                    fingerprint: e.fingerprint(),
+                    tasks: e.tasks.clone(),
+                    notices: e.notices.clone(),
+                }))
+            })
+            .collect()
+    }
+
+    /// The fingerprint of a unit [`Cache::parse_all`] has read or parsed.
+    pub fn fingerprint(&self, u: &Unit) -> Option<String> {
+        let source = std::fs::canonicalize(&u.path).ok()?;
+        self.entries.get(&(source, u.step, u.task.clone())).map(Entry::fingerprint)
+    }
+
+    fn snapshot_path(&self, reader: &dyn Reader, task: &str) -> PathBuf {
+        let key = output::provenance::sha256_hex(format!("{}|{task}", reader.name()).as_bytes());
+        self.dir.join(TRAILS).join(format!("{}.snap", &key[..32]))
+    }
+
+    /// The snapshot of `task`'s trails in the sink's `format`, if one is there and readable (an
+    /// unreadable one is a note, and built again).
+    pub fn snapshot(&mut self, reader: &dyn Reader, task: &str, format: &str) -> Option<Snapshot> {
+        let path = self.snapshot_path(reader, task);
+        if !path.is_file() {
+            return None;
+        }
+        let read = || -> Result<Snapshot> {
+            let bytes = zstd::decode_all(std::fs::File::open(&path)?)?;
+            let take = |at: &mut usize, len: usize| -> Result<&[u8]> {
+                let end = at.checked_add(len).filter(|&e| e <= bytes.len()).context("truncated")?;
+                let b = &bytes[*at..end];
+                *at = end;
+                Ok(b)
+            };
+            let mut at = 0;
+            let len = u64::from_le_bytes(take(&mut at, 8)?.try_into()?) as usize;
+            let mut snap: Snapshot = serde_json::from_slice(take(&mut at, len)?)?;
+            for t in &mut snap.trails {
+                let len = u64::from_le_bytes(take(&mut at, 8)?.try_into()?) as usize;
+                t.bytes = take(&mut at, len)?.to_vec();
+            }
+            if at != bytes.len() {
+                bail!("{} bytes past its end", bytes.len() - at);
+            }
+            Ok(snap)
+        };
+        match read() {
+            Ok(s) if s.version == SNAPSHOT_VERSION && s.format == format && s.task == task => Some(s),
+            Ok(_) => None,
+            Err(e) => {
+                self.notes.push(format!("{}: unreadable trail snapshot ({e:#}); built again", path.display()));
+                None
+            }
+        }
+    }
+
+    /// Writes `task`'s snapshot (temp file and rename).
+    pub fn write_snapshot(&self, reader: &dyn Reader, snap: Snapshot) -> Result<()> {
+        std::fs::create_dir_all(self.dir.join(TRAILS))
+            .with_context(|| format!("{}: cannot create", self.dir.join(TRAILS).display()))?;
+        let header = serde_json::to_vec(&snap)?;
+        let mut raw =
+            Vec::with_capacity(header.len() + snap.trails.iter().map(|t| t.bytes.len() + 8).sum::<usize>() + 8);
+        raw.extend_from_slice(&(header.len() as u64).to_le_bytes());
+        raw.extend_from_slice(&header);
+        for t in &snap.trails {
+            raw.extend_from_slice(&(t.bytes.len() as u64).to_le_bytes());
+            raw.extend_from_slice(&t.bytes);
+        }
+        let packed = zstd::bulk::compress(&raw, 1)?;
+        output::write_atomic(&self.snapshot_path(reader, &snap.task), &packed)
+    }
+
     /// Whether an entry still stands for its source: Ok(Ok) if so, Ok(Err(why)) if not.
     fn current(
         &self,
@@ -245,9 +387,20 @@ impl Cache {
     /// Replaces the manifest (the commit point), drops entries whose source is gone, removes
     /// the files no entry names, and returns (units parsed, units read from the cache) and the
     /// cache's notes.
-    pub fn commit(mut self) -> Result<(usize, usize, Vec<String>)> {
+    pub fn commit(mut self, reader: &dyn Reader) -> Result<(usize, usize, Vec<String>)> {
         let before = self.entries.len();
         self.entries.retain(|(source, _, _), _| source.is_file());
+        // the snapshots of tasks no entry has any more
+        let tasks: std::collections::BTreeSet<&str> = self.entries.values().map(|e| e.task.as_str()).collect();
+        let kept: std::collections::BTreeSet<PathBuf> = tasks.iter().map(|t| self.snapshot_path(reader, t)).collect();
+        if let Ok(dir) = std::fs::read_dir(self.dir.join(TRAILS)) {
+            for f in dir {
+                let p = f?.path();
+                if p.extension().is_some_and(|x| x == "snap") && !kept.contains(&p) {
+                    std::fs::remove_file(&p).with_context(|| format!("{}: cannot remove", p.display()))?;
+                }
+            }
+        }
         if self.changed || self.entries.len() != before || !self.dir.join(MANIFEST).is_file() {
             let m = Manifest { version: MANIFEST_VERSION, entries: self.entries.values().cloned().collect() };
             output::write_atomic(&self.dir.join(MANIFEST), serde_json::to_string(&m)?.as_bytes())?;

@@ -84,8 +84,7 @@ impl Ingest {
     }
 }
 
-/// What [`load`] read, less the example rows (handed to its `per_trail` callback one trail at a
-/// time).
+/// What [`load`] read, less the example rows (built by its [`TrailSink`] one trail at a time).
 #[derive(Debug, Default)]
 pub struct Loaded {
     pub tasks: Vec<TaskRecord>,
@@ -94,11 +93,60 @@ pub struct Loaded {
     /// units parsed, and units read from the cache
     pub parsed: usize,
     pub cached: usize,
+    /// units whose rows were not read at all: restored with their task's trail snapshot
+    pub restored: usize,
+}
+
+/// What the caller builds from each trail's rows (the analysis: its panel). Where the sink can
+/// write what it built as bytes ([`TrailSink::save`]), the ingest cache keeps them per task
+/// ([`crate::cache::Snapshot`]): a later load restores the trails of unchanged tasks from them,
+/// and extends them by the rows of new checkpoints alone.
+pub trait TrailSink {
+    /// A trail's rows: every checkpoint, ordered by step and example.
+    fn rows(&mut self, trail: &str, rows: Vec<ExampleRecord>) -> Result<()>;
+    /// The name and version of what [`TrailSink::save`] writes; None if the sink saves nothing
+    /// (then every load reads every row).
+    fn format(&self) -> Option<String> {
+        None
+    }
+    /// The built trail as bytes.
+    fn save(&self, _trail: &str) -> Result<Vec<u8>> {
+        bail!("this sink saves nothing")
+    }
+    /// Restores a trail from [`TrailSink::save`]'s bytes.
+    fn restore(&mut self, _trail: &str, _bytes: &[u8]) -> Result<()> {
+        bail!("this sink restores nothing")
+    }
+    /// Adds new checkpoints' rows (ordered by step and example) to a restored trail; they score
+    /// the same examples and questions as its checkpoints (checked).
+    fn extend(&mut self, _trail: &str, _rows: Vec<ExampleRecord>) -> Result<()> {
+        bail!("this sink extends nothing")
+    }
+}
+
+/// A closure as a sink that keeps nothing in the cache.
+impl<F: FnMut(&str, Vec<ExampleRecord>) -> Result<()>> TrailSink for F {
+    fn rows(&mut self, trail: &str, rows: Vec<ExampleRecord>) -> Result<()> {
+        self(trail, rows)
+    }
+}
+
+/// How a task's units are read: whole, or its snapshot restored (and extended by the units it
+/// does not cover, one of its own units read beside them for the checks).
+enum Plan {
+    Whole,
+    Snapshot {
+        snap: crate::cache::Snapshot,
+        new: Vec<Unit>,
+        probe: Option<Unit>,
+        old: Vec<(Unit, crate::cache::Current)>,
+    },
 }
 
 /// Reads a harness's outputs: discovers the units, parses them task by task in parallel
 /// (through the cache of `ingest`), and hands each trail's example rows (every checkpoint,
-/// ordered by step and example) to `per_trail`, which may keep what it needs and drop the rows.
+/// ordered by step and example) to `sink`, which may keep what it needs and drop the rows; where
+/// the sink saves what it built and the cache has it for the same units, the rows are not read.
 /// Task rows: the aggregate files', and for a (step, trail) with samples but no aggregate row,
 /// the mean of the samples. A trail whose aggregate rows cover steps without samples is analysed
 /// at the task level only (a notice); one whose checkpoints score different examples, or whose
@@ -108,7 +156,7 @@ pub fn load(
     inputs: &[PathBuf],
     rule: &StepRule,
     ingest: &Ingest,
-    per_trail: &mut dyn FnMut(&str, Vec<ExampleRecord>) -> Result<()>,
+    sink: &mut dyn TrailSink,
 ) -> Result<Loaded> {
     let d = reader.discover(inputs, rule)?;
     let mut loaded = Loaded { sources: d.sources, notices: d.notices, ..Default::default() };
@@ -120,6 +168,7 @@ pub fn load(
         Some(dir) => Some(crate::cache::Cache::open(dir, reader, ingest.verify)?),
         None => None,
     };
+    let format = sink.format();
     let mut aggregate: Vec<TaskRecord> = d.tasks;
     let mut trails_seen = BTreeSet::new();
     for (task, mut units) in by_task {
@@ -128,9 +177,31 @@ pub fn load(
             continue;
         }
         units.sort();
+        let plan = match (&mut cache, &format) {
+            (Some(c), Some(f)) => plan(c, reader, &task, f, &units)?,
+            _ => Plan::Whole,
+        };
+        let mut said = Said::default();
+        let mut restored_here = 0;
+        let (to_read, snap, probe) = match plan {
+            Plan::Whole => (units.clone(), None, None),
+            Plan::Snapshot { snap, new, probe, old } => {
+                for (u, cur) in &old {
+                    for n in &cur.notices {
+                        said.add(u, n.clone());
+                    }
+                    aggregate.extend(cur.tasks.iter().cloned());
+                }
+                restored_here = old.len() - usize::from(probe.is_some());
+                let mut read = new;
+                read.extend(probe.clone());
+                (read, Some(snap), probe)
+            }
+        };
+        let read_set: BTreeSet<Unit> = to_read.iter().cloned().collect();
         let parsed: Vec<(Unit, Parsed)> = match &mut cache {
-            Some(c) => c.parse_all(reader, units)?,
-            None => units
+            Some(c) => c.parse_all(reader, to_read)?,
+            None => to_read
                 .into_par_iter()
                 .map(|u| {
                     let bytes = std::fs::read(&u.path)
@@ -140,61 +211,106 @@ pub fn load(
                 })
                 .collect::<Result<_>>()?,
         };
-        let mut trails: BTreeMap<String, BTreeMap<u64, (PathBuf, Vec<ExampleRecord>)>> = BTreeMap::new();
-        let mut said = Said::default();
-        for (u, p) in parsed {
-            for n in p.notices {
-                said.add(&u, n);
-            }
-            aggregate.extend(p.tasks);
-            let mut per: BTreeMap<String, Vec<ExampleRecord>> = BTreeMap::new();
-            for r in p.examples {
-                if r.step != u.step {
-                    bail!("{}: a row of step {} in the file of step {}", u.path.display(), r.step, u.step);
-                }
-                per.entry(r.task.clone()).or_default().push(r);
-            }
-            for (trail, rows) in per {
-                let at = trails.entry(trail.clone()).or_default();
-                if let Some((other, _)) = at.get(&u.step) {
-                    bail!("{}: trail {trail} at step {} is also in {}", u.path.display(), u.step, other.display());
-                }
-                at.insert(u.step, (u.path.clone(), rows));
+        let mut trails: Trails = BTreeMap::new();
+        let mut known: BTreeSet<Unit> = probe.iter().cloned().collect();
+        split(parsed, &known, &mut said, &mut aggregate, &mut trails)?;
+        // a trail the snapshot does not have (new in the new checkpoints): the task is read whole
+        let mut snap = snap;
+        if let Some(s) = &snap {
+            if trails.keys().any(|t| !s.trails.iter().any(|st| &st.trail == t)) {
+                let rest: Vec<Unit> = units.iter().filter(|u| !read_set.contains(u)).cloned().collect();
+                known.extend(rest.iter().cloned());
+                let parsed = cache.as_mut().expect("a snapshot comes from the cache").parse_all(reader, rest)?;
+                split(parsed, &known, &mut said, &mut aggregate, &mut trails)?;
+                restored_here = 0;
+                snap = None;
             }
         }
+        let probe = if snap.is_some() { probe } else { None };
+        loaded.restored += restored_here;
         loaded.notices.extend(said.lines(&task));
-        for (trail, per_step) in trails {
+        // the trails built whole (for a new snapshot), or restored from the snapshot
+        let mut built: Vec<crate::cache::SnapshotTrail> = Vec::new();
+        let mut complete = true;
+        let restoring = snap.as_ref().map(|s| &s.trails);
+        let names: Vec<String> = match restoring {
+            Some(ts) => ts.iter().map(|t| t.trail.clone()).collect(),
+            None => trails.keys().cloned().collect(),
+        };
+        for trail in names {
+            let mut per_step = trails.remove(&trail).unwrap_or_default();
             if !ingest.keeps(&trail) {
+                complete = false;
                 continue;
             }
             if !trails_seen.insert(trail.clone()) {
                 bail!("trail {trail} comes from two tasks' files");
             }
+            let stored = restoring.and_then(|ts| ts.iter().find(|t| t.trail == trail));
             let with_rows: BTreeSet<u64> = aggregate.iter().filter(|r| r.task == trail).map(|r| r.step).collect();
-            let sampled: BTreeSet<u64> = per_step.keys().copied().collect();
+            let mut sampled: BTreeSet<u64> = per_step.keys().copied().collect();
+            sampled.extend(stored.iter().flat_map(|t| t.steps.iter().copied()));
             if !with_rows.is_empty() && !with_rows.is_subset(&sampled) {
                 let missing: Vec<String> = with_rows.difference(&sampled).map(u64::to_string).collect();
                 loaded.notices.push(format!(
                     "task {trail}: no samples at step(s) {}; analysed at the task level only",
                     missing.join(", ")
                 ));
+                complete = false;
                 continue;
             }
+            // with a snapshot: its probe checkpoint stands for its others (which agreed with it
+            // when it was built), so the new checkpoints are checked against it
             same_examples(&trail, &per_step)?;
             same_questions(&trail, &per_step)?;
+            let probe_step = probe.as_ref().map(|u| u.step);
+            let probe_rows = probe_step.and_then(|s| per_step.remove(&s));
             let mut rows: Vec<ExampleRecord> = per_step.into_values().flat_map(|(_, rows)| rows).collect();
             rows.sort_by(|a, b| (a.step, &a.example_id).cmp(&(b.step, &b.example_id)));
-            for t in crate::summarise(&rows)? {
+            let mut derived = crate::summarise(&rows)?;
+            match stored {
+                Some(t) => {
+                    drop(probe_rows);
+                    derived.extend(t.derived.iter().cloned());
+                    sink.restore(&trail, &t.bytes)?;
+                    if !rows.is_empty() {
+                        sink.extend(&trail, rows)?;
+                    }
+                }
+                None => sink.rows(&trail, rows)?,
+            }
+            derived.sort_by_key(|t| t.step);
+            for t in &derived {
                 if !with_rows.contains(&t.step) {
-                    aggregate.push(t);
+                    aggregate.push(t.clone());
                 }
             }
-            per_trail(&trail, rows)?;
+            let steps: Vec<u64> = sampled.into_iter().collect();
+            built.push(crate::cache::SnapshotTrail { trail: trail.clone(), steps, derived, bytes: Vec::new() });
+        }
+        // a new snapshot where something was read and every trail of the task was built
+        let fresh = snap.as_ref().is_none_or(|s| units.len() > s.units.len());
+        if let (Some(c), Some(f), true, true) = (&cache, &format, complete, fresh) {
+            let fingerprints: Option<Vec<String>> = units.iter().map(|u| c.fingerprint(u)).collect();
+            if let Some(mut fps) = fingerprints {
+                fps.sort();
+                for t in &mut built {
+                    t.bytes = sink.save(&t.trail)?;
+                }
+                let snap = crate::cache::Snapshot {
+                    version: crate::cache::SNAPSHOT_VERSION,
+                    format: f.clone(),
+                    task: task.clone(),
+                    units: fps,
+                    trails: built,
+                };
+                c.write_snapshot(reader, snap)?;
+            }
         }
     }
     if let Some(c) = cache {
         let notes;
-        (loaded.parsed, loaded.cached, notes) = c.commit()?;
+        (loaded.parsed, loaded.cached, notes) = c.commit(reader)?;
         loaded.notices.extend(notes);
     }
     aggregate.retain(|t| ingest.keeps(&t.task));
@@ -204,6 +320,65 @@ pub fn load(
     }
     loaded.tasks = aggregate;
     Ok(loaded)
+}
+
+/// Rows by trail, then by step (with the file they came from).
+type Trails = BTreeMap<String, BTreeMap<u64, (PathBuf, Vec<ExampleRecord>)>>;
+
+/// Sorts parsed units' rows into their trails; their notices and task rows are taken, but for the
+/// units in `known` (whose parse results came with a snapshot).
+fn split(
+    parsed: Vec<(Unit, Parsed)>,
+    known: &BTreeSet<Unit>,
+    said: &mut Said,
+    aggregate: &mut Vec<TaskRecord>,
+    trails: &mut Trails,
+) -> Result<()> {
+    for (u, p) in parsed {
+        if !known.contains(&u) {
+            for n in p.notices {
+                said.add(&u, n);
+            }
+            aggregate.extend(p.tasks);
+        }
+        let mut per: BTreeMap<String, Vec<ExampleRecord>> = BTreeMap::new();
+        for r in p.examples {
+            if r.step != u.step {
+                bail!("{}: a row of step {} in the file of step {}", u.path.display(), r.step, u.step);
+            }
+            per.entry(r.task.clone()).or_default().push(r);
+        }
+        for (trail, rows) in per {
+            let at = trails.entry(trail.clone()).or_default();
+            if let Some((other, _)) = at.get(&u.step) {
+                bail!("{}: trail {trail} at step {} is also in {}", u.path.display(), u.step, other.display());
+            }
+            at.insert(u.step, (u.path.clone(), rows));
+        }
+    }
+    Ok(())
+}
+
+/// Whether `task`'s snapshot can stand for some of its units: every unit it was built from is
+/// still there and current, and it is not empty. Then the units it does not cover are read, and
+/// one it covers (the probe) for the checks of the new ones.
+fn plan(c: &mut crate::cache::Cache, reader: &dyn Reader, task: &str, format: &str, units: &[Unit]) -> Result<Plan> {
+    let Some(snap) = c.snapshot(reader, task, format) else { return Ok(Plan::Whole) };
+    let current = c.current_all(reader, units)?;
+    let covered: BTreeSet<&str> = snap.units.iter().map(String::as_str).collect();
+    let mut old = Vec::new();
+    let mut new = Vec::new();
+    for (u, cur) in units.iter().zip(current) {
+        match cur {
+            Some(cur) if covered.contains(cur.fingerprint.as_str()) => old.push((u.clone(), cur)),
+            _ => new.push(u.clone()),
+        }
+    }
+    if old.len() != snap.units.len() || old.is_empty() {
+        return Ok(Plan::Whole);
+    }
+    let probe = (!new.is_empty()).then(|| old[0].0.clone());
+    Ok(Plan::Snapshot { snap, new, probe, old })
 }
 
 /// The notices of one task's files, said once: a notice that repeats for every checkpoint's
@@ -279,7 +454,7 @@ pub fn load_all(
     ingest: &Ingest,
 ) -> Result<(Loaded, Vec<ExampleRecord>)> {
     let mut all = Vec::new();
-    let loaded = load(reader, inputs, rule, ingest, &mut |_, rows| {
+    let loaded = load(reader, inputs, rule, ingest, &mut |_: &str, rows: Vec<ExampleRecord>| {
         all.extend(rows);
         Ok(())
     })?;

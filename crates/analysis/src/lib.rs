@@ -298,7 +298,9 @@ pub fn analyse_panels(
     for r in tasks {
         by_task.entry(&r.task).or_default().push(r);
     }
-    let (mut out, mut per_example) = (Vec::new(), Vec::new());
+    // the checks in task order, then the tasks analysed side by side (each also in parallel
+    // inside; the rows are put back in task order)
+    let mut jobs: Vec<(&str, Vec<&TaskRecord>, Option<&Panel>)> = Vec::new();
     for (task, mut rows) in by_task {
         rows.sort_by_key(|r| r.step);
         if rows.windows(2).any(|w| w[0].step == w[1].step) {
@@ -311,15 +313,27 @@ pub fn analyse_panels(
         if steps.len() < 2 {
             continue;
         }
-        match panels.get(task) {
-            Some(p) => {
-                if p.steps != steps {
-                    bail!("task {task}: the example table and the task table cover different steps");
-                }
-                with_examples(p, opts, &mut out, &mut per_example);
-            }
-            None => task_level_only(task, &rows, opts, &mut out),
+        let panel = panels.get(task);
+        if panel.is_some_and(|p| p.steps != steps) {
+            bail!("task {task}: the example table and the task table cover different steps");
         }
+        jobs.push((task, rows, panel));
+    }
+    let done: Vec<(Vec<TaskMetrics>, Vec<ExampleMetrics>)> = jobs
+        .into_par_iter()
+        .map(|(task, rows, panel)| {
+            let (mut out, mut per_example) = (Vec::new(), Vec::new());
+            match panel {
+                Some(p) => with_examples(p, opts, &mut out, &mut per_example),
+                None => task_level_only(task, &rows, opts, &mut out),
+            }
+            (out, per_example)
+        })
+        .collect();
+    let (mut out, mut per_example) = (Vec::new(), Vec::new());
+    for (o, e) in done {
+        out.extend(o);
+        per_example.extend(e);
     }
     Ok((out, per_example))
 }

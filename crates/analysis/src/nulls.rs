@@ -226,9 +226,10 @@ fn normal_sum_sd(d: &[f64]) -> Option<f64> {
     if s4 / (s2 * s2) > NORMAL_MAX_K {
         return None;
     }
-    let mut mags: Vec<f64> = d.iter().map(|v| v.abs()).collect();
-    mags.sort_by(f64::total_cmp);
-    let most_tied = mags.chunk_by(|a, b| a == b).map(<[f64]>::len).max().unwrap_or(0);
+    // equal magnitudes are equal bit patterns (finite, non-negative): sorted as integers
+    let mut mags: Vec<u64> = d.iter().map(|v| v.abs().to_bits()).collect();
+    mags.sort_unstable();
+    let most_tied = mags.chunk_by(|a, b| a == b).map(<[u64]>::len).max().unwrap_or(0);
     (most_tied as f64 <= NORMAL_MAX_TIED * d.len() as f64).then(|| top * s2.sqrt())
 }
 

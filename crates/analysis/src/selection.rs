@@ -37,7 +37,7 @@
 
 use crate::bootstrap::{centred, draw, rng_for, Interval};
 use crate::stats::{mean, sample_variance};
-use ndarray::{Array1, ArrayView2};
+use ndarray::{Array1, Array2, ArrayView2};
 use ndarray_stats::QuantileExt;
 use rand::seq::SliceRandom;
 use rand::Rng;
@@ -114,22 +114,54 @@ pub fn selection_draws(
     let n = values.ncols();
     assert_eq!(strata.len(), n, "selection: one stratum id per example");
     let all: Vec<usize> = (0..n).collect();
-    let set = Set::new(values, &all, strata);
+    let set = Set::new(&all, strata);
+    // the estimate: the whole set's multiplicities, then one half A per split
+    let mut cols = vec![set.counts(n)];
+    let mut sizes = vec![n];
+    for s in 0..splits {
+        let (w, n_a) = set.half_a(n, &mut rng_for(seed.wrapping_add(1), s as u64));
+        cols.push(w);
+        sizes.push(n_a);
+    }
+    let sums = weighted_sums(values, &cols);
     let (regret, optimism): (Vec<f64>, Vec<f64>) =
-        (0..splits).into_par_iter().map(|s| set.split(values, &mut rng_for(seed.wrapping_add(1), s as u64))).unzip();
+        (1..=splits).map(|c| split_scores(&sums, 0, c, sizes[0], sizes[c])).unzip();
     let (regret, optimism) = (mean(&regret), mean(&optimism));
-    // Per draw: (mean regret, mean optimism, within-draw variance of regret, of optimism).
-    let boot: Vec<[f64; 4]> = (0..draws)
+    // Per draw: (mean regret, mean optimism, within-draw variance of regret, of optimism); the
+    // draws in chunks, each chunk's multiplicities one matrix product
+    const CHUNK: usize = 16;
+    let chunks: Vec<Vec<[f64; 4]>> = (0..draws.div_ceil(CHUNK))
         .into_par_iter()
-        .map(|b| {
-            let idx = draw(n, seed, b);
-            let set = Set::new(values, &idx, strata);
-            let mut rng = rng_for(seed.wrapping_add(2), b as u64);
-            let (r, o): (Vec<f64>, Vec<f64>) = (0..splits_per_draw).map(|_| set.split(values, &mut rng)).unzip();
-            // the variances are read only from two splits per draw on (`mc` is NaN below)
-            [mean(&r), mean(&o), sample_variance(&r), sample_variance(&o)]
+        .map(|c| {
+            let range = c * CHUNK..draws.min((c + 1) * CHUNK);
+            let (mut cols, mut sizes) = (Vec::new(), Vec::new());
+            for b in range.clone() {
+                let idx = draw(n, seed, b);
+                let set = Set::new(&idx, strata);
+                cols.push(set.counts(n));
+                sizes.push(idx.len());
+                let mut rng = rng_for(seed.wrapping_add(2), b as u64);
+                for _ in 0..splits_per_draw {
+                    let (w, n_a) = set.half_a(n, &mut rng);
+                    cols.push(w);
+                    sizes.push(n_a);
+                }
+            }
+            let sums = weighted_sums(values, &cols);
+            range
+                .enumerate()
+                .map(|(i, _)| {
+                    let base = i * (1 + splits_per_draw);
+                    let (r, o): (Vec<f64>, Vec<f64>) = (1..=splits_per_draw)
+                        .map(|j| split_scores(&sums, base, base + j, sizes[base], sizes[base + j]))
+                        .unzip();
+                    // the variances are read only from two splits per draw on (`mc` is NaN below)
+                    [mean(&r), mean(&o), sample_variance(&r), sample_variance(&o)]
+                })
+                .collect()
         })
         .collect();
+    let boot: Vec<[f64; 4]> = chunks.into_iter().flatten().collect();
     let spd = splits_per_draw as f64;
     let mc = |j: usize| {
         if splits_per_draw < 2 || boot.is_empty() {
@@ -148,6 +180,30 @@ pub fn selection_draws(
     }
 }
 
+/// `values` (T x n) times the weight columns (each of length n): T x columns, one matrix product
+/// (sums of 0/1 scores with integer weights are exact in any order).
+fn weighted_sums(values: ArrayView2<f64>, cols: &[Array1<f64>]) -> Array2<f64> {
+    let n = values.ncols();
+    let mut w = Array2::<f64>::zeros((n, cols.len()));
+    for (j, c) in cols.iter().enumerate() {
+        w.column_mut(j).assign(c);
+    }
+    values.dot(&w)
+}
+
+/// (regret, optimism) of the split whose half A is column `a` of `sums`, in the set of column
+/// `whole` (of `size` examples, `n_a` of them in A).
+fn split_scores(sums: &Array2<f64>, whole: usize, a: usize, size: usize, n_a: usize) -> (f64, f64) {
+    let n_b = size - n_a;
+    if n_a == 0 || n_b == 0 || sums.nrows() == 0 {
+        return (f64::NAN, f64::NAN);
+    }
+    let sum_a = sums.column(a);
+    let score_b = (&sums.column(whole) - &sum_a) / n_b as f64;
+    let score_a = sum_a.mapv(|x| x / n_a as f64);
+    regret_optimism(score_a.view(), score_b.view())
+}
+
 /// The bootstrap values with the Monte-Carlo noise of their inner split averages removed:
 /// deviations from the bootstrap mean shrunk by `sqrt(max(0, 1 - mc_var / var(boot)))`, which
 /// gives the variance that infinitely many splits per draw would have (unchanged when `mc_var`
@@ -161,23 +217,28 @@ pub fn denoised(boot: &[f64], mc_var: f64) -> Vec<f64> {
     boot.iter().map(|b| m + (b - m) * f).collect()
 }
 
-/// A (possibly resampled) set of examples grouped by stratum, with its per-checkpoint sums.
+/// A (possibly resampled) set of examples grouped by stratum.
 struct Set {
     /// Column indices (with repeats) per stratum, strata in ascending id order.
     groups: Vec<Vec<usize>>,
-    size: usize,
-    total: Array1<f64>,
 }
 
 impl Set {
-    fn new(values: ArrayView2<f64>, items: &[usize], strata: &[u32]) -> Self {
+    fn new(items: &[usize], strata: &[u32]) -> Self {
         let mut by: BTreeMap<u32, Vec<usize>> = BTreeMap::new();
-        let mut counts = Array1::<f64>::zeros(values.ncols());
         for &i in items {
             by.entry(strata[i]).or_default().push(i);
-            counts[i] += 1.0;
         }
-        Set { groups: by.into_values().collect(), size: items.len(), total: values.dot(&counts) }
+        Set { groups: by.into_values().collect() }
+    }
+
+    /// Multiplicity of each of the `ncols` columns in the set.
+    fn counts(&self, ncols: usize) -> Array1<f64> {
+        let mut c = Array1::<f64>::zeros(ncols);
+        for &i in self.groups.iter().flatten() {
+            c[i] += 1.0;
+        }
+        c
     }
 
     /// Multiplicity of each column in half A of one random stratified split.
@@ -201,19 +262,6 @@ impl Set {
             n_a += k;
         }
         (w, n_a)
-    }
-
-    /// (regret, optimism) of one random split.
-    fn split(&self, values: ArrayView2<f64>, rng: &mut ChaCha8Rng) -> (f64, f64) {
-        let (w, n_a) = self.half_a(values.ncols(), rng);
-        let n_b = self.size - n_a;
-        if n_a == 0 || n_b == 0 || values.nrows() == 0 {
-            return (f64::NAN, f64::NAN);
-        }
-        let sum_a = values.dot(&w);
-        let score_b = (&self.total - &sum_a) / n_b as f64;
-        let score_a = sum_a / n_a as f64;
-        regret_optimism(score_a.view(), score_b.view())
     }
 }
 
@@ -299,9 +347,8 @@ mod tests {
         // total by <= 1, and both orientations of the extra example occur.
         let strata: Vec<u32> = [0u32; 3].iter().chain(&[7; 5]).chain(&[2; 1]).chain(&[4; 4]).copied().collect();
         let n = strata.len();
-        let values = Array2::<f64>::zeros((2, n));
         let items: Vec<usize> = (0..n).collect();
-        let set = Set::new(values.view(), &items, &strata);
+        let set = Set::new(&items, &strata);
         let mut seen = std::collections::BTreeSet::new();
         for s in 0..200u64 {
             let (w, n_a) = set.half_a(n, &mut rng_for(9, s));

@@ -57,6 +57,71 @@ struct Entry {
     notices: Vec<String>,
 }
 
+/// Where the snapshot of `reader`'s `task` lives under `trails`.
+fn snapshot_file(trails: &Path, reader: &str, task: &str) -> PathBuf {
+    let key = output::provenance::sha256_hex(format!("{reader}|{task}").as_bytes());
+    trails.join(format!("{}.snap", &key[..32]))
+}
+
+/// Writes snapshots (compressed, temp file and rename) on a thread of its own, so that the next
+/// task is read meanwhile; one snapshot waits at most. [`SnapshotWriter::finish`] joins it and
+/// returns its first error; dropping it joins it too (before the cache and its lock go).
+pub struct SnapshotWriter {
+    tx: Option<std::sync::mpsc::SyncSender<Snapshot>>,
+    handle: Option<std::thread::JoinHandle<Result<()>>>,
+}
+
+impl SnapshotWriter {
+    fn spawn(trails: PathBuf, reader: String) -> SnapshotWriter {
+        let (tx, rx) = std::sync::mpsc::sync_channel::<Snapshot>(1);
+        let handle = std::thread::spawn(move || -> Result<()> {
+            std::fs::create_dir_all(&trails).with_context(|| format!("{}: cannot create", trails.display()))?;
+            for snap in rx {
+                let header = serde_json::to_vec(&snap)?;
+                let mut raw =
+                    Vec::with_capacity(header.len() + snap.trails.iter().map(|t| t.bytes.len() + 8).sum::<usize>() + 8);
+                raw.extend_from_slice(&(header.len() as u64).to_le_bytes());
+                raw.extend_from_slice(&header);
+                for t in &snap.trails {
+                    raw.extend_from_slice(&(t.bytes.len() as u64).to_le_bytes());
+                    raw.extend_from_slice(&t.bytes);
+                }
+                drop(snap.trails);
+                let packed = zstd::bulk::compress(&raw, 1)?;
+                output::write_atomic(&snapshot_file(&trails, &reader, &snap.task), &packed)?;
+            }
+            Ok(())
+        });
+        SnapshotWriter { tx: Some(tx), handle: Some(handle) }
+    }
+
+    /// Hands a snapshot to the writer (waits while it is busy with an earlier one).
+    pub fn write(&mut self, snap: Snapshot) -> Result<()> {
+        let sent = self.tx.as_ref().is_some_and(|tx| tx.send(snap).is_ok());
+        if !sent {
+            self.finish()?;
+            bail!("the snapshot writer has stopped");
+        }
+        Ok(())
+    }
+
+    /// Waits for every snapshot handed over to be written.
+    pub fn finish(&mut self) -> Result<()> {
+        self.tx = None;
+        match self.handle.take().map(|h| h.join()) {
+            Some(Ok(r)) => r,
+            Some(Err(_)) => bail!("the snapshot writer panicked"),
+            None => Ok(()),
+        }
+    }
+}
+
+impl Drop for SnapshotWriter {
+    fn drop(&mut self) {
+        let _ = self.finish();
+    }
+}
+
 impl Entry {
     /// What identifies the unit's rows: its source, step and task, the source's content and the
     /// parser and schema that read it.
@@ -237,8 +302,7 @@ impl Cache {
     }
 
     fn snapshot_path(&self, reader: &dyn Reader, task: &str) -> PathBuf {
-        let key = output::provenance::sha256_hex(format!("{}|{task}", reader.name()).as_bytes());
-        self.dir.join(TRAILS).join(format!("{}.snap", &key[..32]))
+        snapshot_file(&self.dir.join(TRAILS), reader.name(), task)
     }
 
     /// The snapshot of `task`'s trails in the sink's `format`, if one is there and readable (an
@@ -278,21 +342,9 @@ impl Cache {
         }
     }
 
-    /// Writes `task`'s snapshot (temp file and rename).
-    pub fn write_snapshot(&self, reader: &dyn Reader, snap: Snapshot) -> Result<()> {
-        std::fs::create_dir_all(self.dir.join(TRAILS))
-            .with_context(|| format!("{}: cannot create", self.dir.join(TRAILS).display()))?;
-        let header = serde_json::to_vec(&snap)?;
-        let mut raw =
-            Vec::with_capacity(header.len() + snap.trails.iter().map(|t| t.bytes.len() + 8).sum::<usize>() + 8);
-        raw.extend_from_slice(&(header.len() as u64).to_le_bytes());
-        raw.extend_from_slice(&header);
-        for t in &snap.trails {
-            raw.extend_from_slice(&(t.bytes.len() as u64).to_le_bytes());
-            raw.extend_from_slice(&t.bytes);
-        }
-        let packed = zstd::bulk::compress(&raw, 1)?;
-        output::write_atomic(&self.snapshot_path(reader, &snap.task), &packed)
+    /// A writer of this cache's snapshots, on a thread of its own.
+    pub fn snapshot_writer(&self, reader: &dyn Reader) -> SnapshotWriter {
+        SnapshotWriter::spawn(self.dir.join(TRAILS), reader.name().to_string())
     }
 
     /// Whether an entry still stands for its source: Ok(Ok) if so, Ok(Err(why)) if not.

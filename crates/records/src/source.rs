@@ -169,6 +169,8 @@ pub fn load(
         None => None,
     };
     let format = sink.format();
+    // declared after the cache: dropped (joined) before it
+    let mut writer = cache.as_ref().filter(|_| format.is_some()).map(|c| c.snapshot_writer(reader));
     let mut aggregate: Vec<TaskRecord> = d.tasks;
     let mut trails_seen = BTreeSet::new();
     for (task, mut units) in by_task {
@@ -290,7 +292,7 @@ pub fn load(
         }
         // a new snapshot where something was read and every trail of the task was built
         let fresh = snap.as_ref().is_none_or(|s| units.len() > s.units.len());
-        if let (Some(c), Some(f), true, true) = (&cache, &format, complete, fresh) {
+        if let (Some(c), Some(w), Some(f), true, true) = (&cache, &mut writer, &format, complete, fresh) {
             let fingerprints: Option<Vec<String>> = units.iter().map(|u| c.fingerprint(u)).collect();
             if let Some(mut fps) = fingerprints {
                 fps.sort();
@@ -304,9 +306,12 @@ pub fn load(
                     units: fps,
                     trails: built,
                 };
-                c.write_snapshot(reader, snap)?;
+                w.write(snap)?;
             }
         }
+    }
+    if let Some(mut w) = writer {
+        w.finish()?;
     }
     if let Some(c) = cache {
         let notes;

@@ -187,6 +187,8 @@ pub struct Cache {
     parsed: usize,
     cached: usize,
     changed: bool,
+    /// snapshots found in another format (another build of the caller, an older layout)
+    other_format: usize,
 }
 
 fn mtime_ns(meta: &std::fs::Metadata) -> u128 {
@@ -227,7 +229,17 @@ impl Cache {
             .filter(|e| e.reader == reader.name())
             .map(|e| ((e.source.clone(), e.step, e.task.clone()), e))
             .collect();
-        Ok(Cache { dir: dir.to_path_buf(), _lock: lock, verify, entries, notes, parsed: 0, cached: 0, changed: false })
+        Ok(Cache {
+            dir: dir.to_path_buf(),
+            _lock: lock,
+            verify,
+            entries,
+            notes,
+            parsed: 0,
+            cached: 0,
+            changed: false,
+            other_format: 0,
+        })
     }
 
     /// The rows of every unit: from the cache where its entry is current, else parsed (in
@@ -334,7 +346,10 @@ impl Cache {
         };
         match read() {
             Ok(s) if s.version == SNAPSHOT_VERSION && s.format == format && s.task == task => Some(s),
-            Ok(_) => None,
+            Ok(_) => {
+                self.other_format += 1;
+                None
+            }
             Err(e) => {
                 self.notes.push(format!("{}: unreadable trail snapshot ({e:#}); built again", path.display()));
                 None
@@ -440,6 +455,12 @@ impl Cache {
     /// the files no entry names, and returns (units parsed, units read from the cache) and the
     /// cache's notes.
     pub fn commit(mut self, reader: &dyn Reader) -> Result<(usize, usize, Vec<String>)> {
+        if self.other_format > 0 {
+            self.notes.push(format!(
+                "{} task(s): the cached panels were made by another build (or an older layout); built again from the cached files",
+                self.other_format
+            ));
+        }
         let before = self.entries.len();
         self.entries.retain(|(source, _, _), _| source.is_file());
         // the snapshots of tasks no entry has any more

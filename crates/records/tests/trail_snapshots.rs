@@ -1,0 +1,110 @@
+//! The ingest cache's trail snapshots (`records::cache`, [`TrailSink`]), with a sink that keeps a
+//! summary of each trail's rows, on the OLMES fixture (a multiple-choice and a generation task,
+//! three checkpoints): a second load restores every trail without handing over a row and gives
+//! the same task rows; a new checkpoint is handed over alone, beside the restored trail; a sink of
+//! another format (another build) builds every trail again, with a note.
+
+use records::harness::StepRule;
+use records::olmes::Olmes;
+use records::source::{load, Ingest, Loaded, TrailSink};
+use records::ExampleRecord;
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+
+/// Per trail the (step, example) pairs it was given; what it built is that list as text.
+#[derive(Default)]
+struct Summary {
+    format: String,
+    trails: BTreeMap<String, Vec<(u64, String)>>,
+    rows_calls: usize,
+    restores: usize,
+    extended: Vec<(String, Vec<u64>)>,
+}
+
+impl TrailSink for Summary {
+    fn rows(&mut self, trail: &str, rows: Vec<ExampleRecord>) -> anyhow::Result<()> {
+        self.rows_calls += 1;
+        self.trails.insert(trail.into(), rows.iter().map(|r| (r.step, r.example_id.clone())).collect());
+        Ok(())
+    }
+    fn format(&self) -> Option<String> {
+        Some(self.format.clone())
+    }
+    fn save(&self, trail: &str) -> anyhow::Result<Vec<u8>> {
+        Ok(serde_json::to_vec(&self.trails[trail])?)
+    }
+    fn restore(&mut self, trail: &str, bytes: &[u8]) -> anyhow::Result<()> {
+        self.restores += 1;
+        self.trails.insert(trail.into(), serde_json::from_slice(bytes)?);
+        Ok(())
+    }
+    fn extend(&mut self, trail: &str, rows: Vec<ExampleRecord>) -> anyhow::Result<()> {
+        let mut steps: Vec<u64> = rows.iter().map(|r| r.step).collect();
+        steps.dedup();
+        self.extended.push((trail.into(), steps));
+        let t = self.trails.get_mut(trail).unwrap();
+        t.extend(rows.iter().map(|r| (r.step, r.example_id.clone())));
+        t.sort();
+        Ok(())
+    }
+}
+
+fn run(input: &Path, cache: &Path, format: &str) -> (Loaded, Summary) {
+    let mut sink = Summary { format: format.into(), ..Summary::default() };
+    let ingest = Ingest { cache: Some(cache.to_path_buf()), ..Ingest::default() };
+    let loaded = load(&Olmes, &[input.to_path_buf()], &StepRule::default(), &ingest, &mut sink).unwrap();
+    (loaded, sink)
+}
+
+fn copy(from: &Path, to: &Path) {
+    std::fs::create_dir_all(to).unwrap();
+    for e in std::fs::read_dir(from).unwrap() {
+        let p = e.unwrap().path();
+        if p.is_dir() {
+            copy(&p, &to.join(p.file_name().unwrap()));
+        } else {
+            std::fs::copy(&p, to.join(p.file_name().unwrap())).unwrap();
+        }
+    }
+}
+
+#[test]
+fn trails_are_restored_extended_and_rebuilt_for_another_format() {
+    let fixture = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/olmes");
+    let d = tempfile::tempdir().unwrap();
+    let input: PathBuf = d.path().join("olmes");
+    copy(&fixture, &input);
+    let held = d.path().join("held");
+    std::fs::rename(input.join("OLMo-2-1B-stage1-step3000"), &held).unwrap();
+    let cache = d.path().join("cache");
+
+    let (first, built) = run(&input, &cache, "v1");
+    assert_eq!((built.restores, first.restored, first.parsed), (0, 0, 4));
+    assert!(built.rows_calls >= 2, "a trail per task at least");
+    let (again, restored) = run(&input, &cache, "v1");
+    assert_eq!((restored.rows_calls, restored.restores), (0, built.rows_calls), "restored, no row handed over");
+    assert_eq!((again.parsed, again.cached, again.restored), (0, 0, 4));
+    assert_eq!(restored.trails, built.trails);
+    assert_eq!(again.tasks, first.tasks, "the same task rows, derived ones included");
+
+    // a checkpoint arrives: its rows alone are handed over, beside each restored trail
+    std::fs::rename(&held, input.join("OLMo-2-1B-stage1-step3000")).unwrap();
+    let (grown, extended) = run(&input, &cache, "v1");
+    assert_eq!(
+        (grown.parsed, grown.cached, grown.restored),
+        (2, 2, 2),
+        "new files parsed, one cached file per task read"
+    );
+    assert!(extended.extended.iter().all(|(_, steps)| steps == &vec![3000]), "{:?}", extended.extended);
+    let fresh_cache = d.path().join("fresh");
+    let (fresh, whole) = run(&input, &fresh_cache, "v1");
+    assert_eq!(extended.trails, whole.trails, "the extended trails are the trails built whole");
+    assert_eq!(grown.tasks, fresh.tasks);
+
+    // another format: built again from the cached files, with a note
+    let (other, rebuilt) = run(&input, &cache, "v2");
+    assert_eq!((rebuilt.restores, rebuilt.rows_calls), (0, built.rows_calls));
+    assert_eq!((other.parsed, other.cached, other.restored), (0, 6, 0));
+    assert!(other.notices.iter().any(|n| n.contains("made by another build")), "{:?}", other.notices);
+    assert_eq!(rebuilt.trails, whole.trails);
+}

@@ -400,9 +400,11 @@ fn with_examples(p: &Panel, opts: &Options, out: &mut Vec<TaskMetrics>, per_exam
     // every draw's scores at once: values (T x n) times the draws' multiplicities (n x B), one
     // matrix product per metric (sums of 0/1 scores are exact integers in any order)
     let counts = bootstrap::multiplicities(n, &draws);
+    let b_len = draws.len();
+    drop(draws);
     let resampled: Vec<ndarray::Array2<f64>> =
         metrics.par_iter().map(|&k| p.values(k).unwrap().dot(&counts) / n as f64).collect();
-    let boot: Vec<Vec<[Drawn; 2]>> = (0..draws.len())
+    let boot: Vec<Vec<[Drawn; 2]>> = (0..b_len)
         .into_par_iter()
         .map(|b| {
             let mult = counts.column(b);

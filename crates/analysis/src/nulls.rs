@@ -354,7 +354,8 @@ pub struct PermutationNull {
     /// mean MTV of the permuted trails: exact for 0/1 data ([`permutation_mean_binary`]), the
     /// mean of the draws otherwise
     pub null_mean: f64,
-    /// 95th percentile of the permuted trails' MTV (of the draws made)
+    /// 95th percentile of the permuted trails' MTV, of the draws made (for 0/1 data that stopped
+    /// early, as few as 20: rough; the report uses the ratio and the p-value)
     pub null_q95: f64,
     /// observed_mtv / null_mean (1 = noise alone)
     pub ratio: f64,

@@ -17,9 +17,10 @@
 //! analysis's panels, [`crate::source::TrailSink`]) with the fingerprints of the units it was
 //! built from (source, step, task, sha256, parser and schema versions): a task whose units are
 //! all unchanged is restored from it without reading a row, and one that gained checkpoints is
-//! restored and extended by the new units' rows alone. A snapshot is content-addressed by those
-//! fingerprints, so it is written (atomically) as soon as it is built; one that does not match
-//! its units is not used.
+//! restored and extended by the new units' rows alone. A snapshot (one file per reader and task)
+//! is used only where its fingerprints match the units (checked on read), so it is written
+//! (atomically) as soon as it is built, before the manifest; one that does not match is built
+//! again.
 
 use anyhow::{bail, Context, Result};
 use rayon::prelude::*;
@@ -66,7 +67,7 @@ fn snapshot_file(trails: &Path, reader: &str, task: &str) -> PathBuf {
 /// Writes snapshots (compressed, temp file and rename) on a thread of its own, so that the next
 /// task is read meanwhile; one snapshot waits at most. [`SnapshotWriter::finish`] joins it and
 /// returns its first error; dropping it joins it too (before the cache and its lock go).
-pub struct SnapshotWriter {
+pub(crate) struct SnapshotWriter {
     tx: Option<std::sync::mpsc::SyncSender<Snapshot>>,
     handle: Option<std::thread::JoinHandle<Result<()>>>,
 }
@@ -96,7 +97,7 @@ impl SnapshotWriter {
     }
 
     /// Hands a snapshot to the writer (waits while it is busy with an earlier one).
-    pub fn write(&mut self, snap: Snapshot) -> Result<()> {
+    pub(crate) fn write(&mut self, snap: Snapshot) -> Result<()> {
         let sent = self.tx.as_ref().is_some_and(|tx| tx.send(snap).is_ok());
         if !sent {
             self.finish()?;
@@ -106,7 +107,7 @@ impl SnapshotWriter {
     }
 
     /// Waits for every snapshot handed over to be written.
-    pub fn finish(&mut self) -> Result<()> {
+    pub(crate) fn finish(&mut self) -> Result<()> {
         self.tx = None;
         match self.handle.take().map(|h| h.join()) {
             Some(Ok(r)) => r,
@@ -358,7 +359,7 @@ impl Cache {
     }
 
     /// A writer of this cache's snapshots, on a thread of its own.
-    pub fn snapshot_writer(&self, reader: &dyn Reader) -> SnapshotWriter {
+    pub(crate) fn snapshot_writer(&self, reader: &dyn Reader) -> SnapshotWriter {
         SnapshotWriter::spawn(self.dir.join(TRAILS), reader.name().to_string())
     }
 

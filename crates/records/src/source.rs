@@ -138,7 +138,7 @@ enum Plan {
     Snapshot {
         snap: crate::cache::Snapshot,
         new: Vec<Unit>,
-        probe: Option<Unit>,
+        probes: Vec<Unit>,
         old: Vec<(Unit, crate::cache::Current)>,
     },
 }
@@ -185,19 +185,19 @@ pub fn load(
         };
         let mut said = Said::default();
         let mut restored_here = 0;
-        let (to_read, snap, probe) = match plan {
-            Plan::Whole => (units.clone(), None, None),
-            Plan::Snapshot { snap, new, probe, old } => {
+        // every unit's notices, said in unit order whichever way they came
+        let mut notices: Vec<(Unit, Vec<String>)> = Vec::new();
+        let (to_read, snap, probes) = match plan {
+            Plan::Whole => (units.clone(), None, Vec::new()),
+            Plan::Snapshot { snap, new, probes, old } => {
                 for (u, cur) in &old {
-                    for n in &cur.notices {
-                        said.add(u, n.clone());
-                    }
+                    notices.push((u.clone(), cur.notices.clone()));
                     aggregate.extend(cur.tasks.iter().cloned());
                 }
-                restored_here = old.len() - usize::from(probe.is_some());
+                restored_here = old.len() - probes.len();
                 let mut read = new;
-                read.extend(probe.clone());
-                (read, Some(snap), probe)
+                read.extend(probes.iter().cloned());
+                (read, Some(snap), probes)
             }
         };
         let read_set: BTreeSet<Unit> = to_read.iter().cloned().collect();
@@ -214,8 +214,8 @@ pub fn load(
                 .collect::<Result<_>>()?,
         };
         let mut trails: Trails = BTreeMap::new();
-        let mut known: BTreeSet<Unit> = probe.iter().cloned().collect();
-        split(parsed, &known, &mut said, &mut aggregate, &mut trails)?;
+        let mut known: BTreeSet<Unit> = probes.iter().cloned().collect();
+        split(parsed, &known, &mut notices, &mut aggregate, &mut trails)?;
         // a trail the snapshot does not have (new in the new checkpoints): the task is read whole
         let mut snap = snap;
         if let Some(s) = &snap {
@@ -223,13 +223,20 @@ pub fn load(
                 let rest: Vec<Unit> = units.iter().filter(|u| !read_set.contains(u)).cloned().collect();
                 known.extend(rest.iter().cloned());
                 let parsed = cache.as_mut().expect("a snapshot comes from the cache").parse_all(reader, rest)?;
-                split(parsed, &known, &mut said, &mut aggregate, &mut trails)?;
+                split(parsed, &known, &mut notices, &mut aggregate, &mut trails)?;
                 restored_here = 0;
                 snap = None;
             }
         }
-        let probe = if snap.is_some() { probe } else { None };
+        let probes: BTreeSet<u64> =
+            if snap.is_some() { probes.iter().map(|u| u.step).collect() } else { BTreeSet::new() };
         loaded.restored += restored_here;
+        notices.sort_by(|a, b| a.0.cmp(&b.0));
+        for (u, ns) in notices {
+            for n in ns {
+                said.add(&u, n);
+            }
+        }
         loaded.notices.extend(said.lines(&task));
         // the trails built whole (for a new snapshot), or restored from the snapshot
         let mut built: Vec<crate::cache::SnapshotTrail> = Vec::new();
@@ -265,8 +272,7 @@ pub fn load(
             // when it was built), so the new checkpoints are checked against it
             same_examples(&trail, &per_step)?;
             same_questions(&trail, &per_step)?;
-            let probe_step = probe.as_ref().map(|u| u.step);
-            let probe_rows = probe_step.and_then(|s| per_step.remove(&s));
+            let probe_rows: Vec<_> = probes.iter().filter_map(|s| per_step.remove(s)).collect();
             let mut rows: Vec<ExampleRecord> = per_step.into_values().flat_map(|(_, rows)| rows).collect();
             rows.sort_by(|a, b| (a.step, &a.example_id).cmp(&(b.step, &b.example_id)));
             let mut derived = crate::summarise(&rows)?;
@@ -291,8 +297,8 @@ pub fn load(
             built.push(crate::cache::SnapshotTrail { trail: trail.clone(), steps, derived, bytes: Vec::new() });
         }
         // a new snapshot where something was read and every trail of the task was built
-        let fresh = snap.as_ref().is_none_or(|s| units.len() > s.units.len());
-        if let (Some(c), Some(w), Some(f), true, true) = (&cache, &mut writer, &format, complete, fresh) {
+        let read_new = snap.as_ref().is_none_or(|s| units.len() > s.units.len());
+        if let (Some(c), Some(w), Some(f), true, true) = (&cache, &mut writer, &format, complete, read_new) {
             let fingerprints: Option<Vec<String>> = units.iter().map(|u| c.fingerprint(u)).collect();
             if let Some(mut fps) = fingerprints {
                 fps.sort();
@@ -335,15 +341,13 @@ type Trails = BTreeMap<String, BTreeMap<u64, (PathBuf, Vec<ExampleRecord>)>>;
 fn split(
     parsed: Vec<(Unit, Parsed)>,
     known: &BTreeSet<Unit>,
-    said: &mut Said,
+    notices: &mut Vec<(Unit, Vec<String>)>,
     aggregate: &mut Vec<TaskRecord>,
     trails: &mut Trails,
 ) -> Result<()> {
     for (u, p) in parsed {
         if !known.contains(&u) {
-            for n in p.notices {
-                said.add(&u, n);
-            }
+            notices.push((u.clone(), p.notices));
             aggregate.extend(p.tasks);
         }
         let mut per: BTreeMap<String, Vec<ExampleRecord>> = BTreeMap::new();
@@ -366,7 +370,7 @@ fn split(
 
 /// Whether `task`'s snapshot can stand for some of its units: every unit it was built from is
 /// still there and current, and it is not empty. Then the units it does not cover are read, and
-/// one it covers (the probe) for the checks of the new ones.
+/// for each trail one cached unit holding it (a probe) for the checks of the new ones.
 fn plan(c: &mut crate::cache::Cache, reader: &dyn Reader, task: &str, format: &str, units: &[Unit]) -> Result<Plan> {
     let Some(snap) = c.snapshot(reader, task, format) else { return Ok(Plan::Whole) };
     let current = c.current_all(reader, units)?;
@@ -382,8 +386,16 @@ fn plan(c: &mut crate::cache::Cache, reader: &dyn Reader, task: &str, format: &s
     if old.len() != snap.units.len() || old.is_empty() {
         return Ok(Plan::Whole);
     }
-    let probe = (!new.is_empty()).then(|| old[0].0.clone());
-    Ok(Plan::Snapshot { snap, new, probe, old })
+    // per trail, the first cached unit holding it (a unit holds the trails at its step)
+    let mut probes: BTreeSet<Unit> = BTreeSet::new();
+    if !new.is_empty() {
+        for t in &snap.trails {
+            if let Some((u, _)) = old.iter().find(|(u, _)| t.steps.binary_search(&u.step).is_ok()) {
+                probes.insert(u.clone());
+            }
+        }
+    }
+    Ok(Plan::Snapshot { snap, new, probes: probes.into_iter().collect(), old })
 }
 
 /// The notices of one task's files, said once: a notice that repeats for every checkpoint's

@@ -63,6 +63,25 @@ fn walk(dir: &Path) -> Vec<PathBuf> {
     out
 }
 
+/// A checkpoint arrives: the folder ending in `name` of a fixture with `steps` (made under
+/// `tmp/more`) is copied into `input`; returns where it landed.
+fn add_checkpoint(tmp: &Path, input: &Path, steps: &str, name: &str) -> PathBuf {
+    let more = tmp.join("more");
+    fixture(&more, steps);
+    let new: Vec<PathBuf> = std::fs::read_dir(&more)
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .filter(|p| p.to_string_lossy().ends_with(name))
+        .collect();
+    assert_eq!(new.len(), 1);
+    let to = input.join(new[0].file_name().unwrap());
+    std::fs::create_dir(&to).unwrap();
+    for f in walk(&new[0]) {
+        std::fs::copy(&f, to.join(f.file_name().unwrap())).unwrap();
+    }
+    to
+}
+
 #[test]
 fn cached_and_uncached_reports_are_identical_and_new_checkpoints_are_parsed_alone() {
     let d = tempfile::tempdir().unwrap();
@@ -85,19 +104,7 @@ fn cached_and_uncached_reports_are_identical_and_new_checkpoints_are_parsed_alon
 
     // a checkpoint arrives: its two samples files are parsed, one cached file per task read for
     // the checks, the others' rows not read (the cached panels extended)
-    let more = d.path().join("more");
-    fixture(&more, "100,200,300,400,500");
-    let new: Vec<PathBuf> = std::fs::read_dir(&more)
-        .unwrap()
-        .map(|e| e.unwrap().path())
-        .filter(|p| p.to_string_lossy().ends_with("step_000500"))
-        .collect();
-    assert_eq!(new.len(), 1);
-    let to = input.join(new[0].file_name().unwrap());
-    std::fs::create_dir(&to).unwrap();
-    for f in walk(&new[0]) {
-        std::fs::copy(&f, to.join(f.file_name().unwrap())).unwrap();
-    }
+    let to = add_checkpoint(d.path(), &input, "100,200,300,400,500", "step_000500");
     let e = ok(&report(&input, &cached, &[]));
     assert!(
         e.contains("ingest: 2 file(s) parsed, 2 read from the cache, 6 restored with their tasks' cached panels"),
@@ -212,18 +219,7 @@ fn a_new_checkpoint_that_scores_other_examples_is_refused_beside_the_cached_pane
     ok(&report(&input, &out, &[]));
     assert!(ok(&report(&input, &out, &[])).contains("6 restored"));
     // the new checkpoint's samples file of one task lacks its last doc
-    let more = d.path().join("more");
-    fixture(&more, "100,200,300,400");
-    let new = std::fs::read_dir(&more)
-        .unwrap()
-        .map(|e| e.unwrap().path())
-        .find(|p| p.to_string_lossy().ends_with("step_000400"))
-        .unwrap();
-    let to = input.join(new.file_name().unwrap());
-    std::fs::create_dir(&to).unwrap();
-    for f in walk(&new) {
-        std::fs::copy(&f, to.join(f.file_name().unwrap())).unwrap();
-    }
+    let to = add_checkpoint(d.path(), &input, "100,200,300,400", "step_000400");
     let cut = samples(&to).remove(0);
     let text = std::fs::read_to_string(&cut).unwrap();
     let kept: Vec<&str> = text.lines().collect();

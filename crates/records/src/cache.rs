@@ -123,19 +123,15 @@ impl Drop for SnapshotWriter {
     }
 }
 
+/// What identifies a unit's rows: its source, step and task, the source's content and the
+/// parser and schema that read it (the key of its snapshot's units and of its parquet file's name).
+fn fingerprint(source: &Path, step: u64, task: &str, sha256: &str, parser: u32, schema: u32) -> String {
+    format!("{}|{step}|{task}|{sha256}|{parser}|{schema}", source.display())
+}
+
 impl Entry {
-    /// What identifies the unit's rows: its source, step and task, the source's content and the
-    /// parser and schema that read it.
     fn fingerprint(&self) -> String {
-        format!(
-            "{}|{}|{}|{}|{}|{}",
-            self.source.display(),
-            self.step,
-            self.task,
-            self.sha256,
-            self.parser_version,
-            self.schema_version
-        )
+        fingerprint(&self.source, self.step, &self.task, &self.sha256, self.parser_version, self.schema_version)
     }
 }
 
@@ -422,14 +418,7 @@ impl Cache {
         let file = if p.examples.is_empty() {
             String::new()
         } else {
-            let id = format!(
-                "{}|{}|{}|{sha256}|{}|{}",
-                source.display(),
-                u.step,
-                u.task,
-                reader.version(),
-                crate::TABLE_VERSION
-            );
+            let id = fingerprint(&source, u.step, &u.task, &sha256, reader.version(), crate::TABLE_VERSION);
             let name = format!("{}.parquet", &output::provenance::sha256_hex(id.as_bytes())[..32]);
             let mut df = crate::examples_frame(&p.examples)?;
             crate::write_frame(&self.dir.join(UNITS).join(&name), &mut df)?;

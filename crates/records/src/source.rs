@@ -168,7 +168,8 @@ pub fn load(
         Some(dir) => Some(crate::cache::Cache::open(dir, reader, ingest.verify)?),
         None => None,
     };
-    let format = sink.format();
+    // the sink's format only where a cache keeps what it builds (the analysis hashes its executable)
+    let format = if cache.is_some() { sink.format() } else { None };
     // declared after the cache: dropped (joined) before it
     let mut writer = cache.as_ref().filter(|_| format.is_some()).map(|c| c.snapshot_writer(reader));
     let mut aggregate: Vec<TaskRecord> = d.tasks;

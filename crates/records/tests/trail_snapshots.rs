@@ -150,7 +150,8 @@ impl records::source::Reader for Lines {
                 }
             })
             .collect();
-        Ok(records::source::Parsed { examples, ..Default::default() })
+        let notices = vec![format!("{}: a note", unit.path.display())];
+        Ok(records::source::Parsed { examples, notices, ..Default::default() })
     }
 }
 
@@ -182,4 +183,27 @@ fn each_trail_is_checked_against_a_cached_file_that_holds_it() {
     let (grown, sink) = go("v1").unwrap();
     assert_eq!((grown.parsed, grown.cached, grown.restored), (1, 2, 0), "step 300 parsed; 100 read for a, 200 for b");
     assert_eq!(sink.trails["t/b"], vec![(200, "1".into()), (300, "1".into())]);
+}
+
+/// The notices of a task come out as a full read gives them, in file order, when a new file
+/// sorts before the cached ones (the repeated notice names the first file).
+#[test]
+fn notices_are_said_in_file_order_beside_cached_panels() {
+    let d = tempfile::tempdir().unwrap();
+    let input = d.path().join("lines");
+    std::fs::create_dir(&input).unwrap();
+    std::fs::write(input.join("step_100.txt"), "a,1,4\na,2,4\n").unwrap();
+    std::fs::write(input.join("step_200.txt"), "a,1,4\na,2,4\n").unwrap();
+    let go = |cache: Option<PathBuf>| {
+        let mut sink = Summary { format: "v1".into(), ..Summary::default() };
+        let ingest = Ingest { cache, ..Ingest::default() };
+        let l = load(&Lines, &[input.clone()], &StepRule::default(), &ingest, &mut sink).unwrap();
+        l.notices.into_iter().filter(|n| n.contains("a note")).collect::<Vec<_>>()
+    };
+    let cache = Some(d.path().join("cache"));
+    go(cache.clone());
+    std::fs::write(input.join("step_050.txt"), "a,1,4\na,2,4\n").unwrap();
+    let grown = go(cache);
+    assert!(grown[0].contains("step_050.txt") && grown[0].contains("2 more files"), "{grown:?}");
+    assert_eq!(grown, go(None), "as a full read says them");
 }

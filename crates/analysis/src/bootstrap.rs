@@ -108,12 +108,13 @@ pub fn scores(values: ArrayView2<f64>) -> Array1<f64> {
 }
 
 /// The multiplicity of each example in each draw: an n x B matrix, column b counting how often
-/// draw b took each example (so `values.dot(&m) / n` is every draw's scores at once).
-pub fn multiplicities(n: usize, draws: &[Vec<usize>]) -> Array2<f64> {
-    let mut m = Array2::<f64>::zeros((n, draws.len()));
+/// draw b took each example (so `values . m / n` is every draw's scores at once,
+/// [`crate::sums::weighted_sums`]).
+pub fn multiplicities(n: usize, draws: &[Vec<usize>]) -> Array2<u32> {
+    let mut m = Array2::<u32>::zeros((n, draws.len()));
     for (b, idx) in draws.iter().enumerate() {
         for &i in idx {
-            m[[i, b]] += 1.0;
+            m[[i, b]] += 1;
         }
     }
     m
@@ -423,10 +424,10 @@ mod tests {
         let bits = Array2::from_shape_fn((7, 50), |(t, i)| f64::from(u8::from((t * 7 + i * 3) % 5 < 2)));
         let reals = Array2::from_shape_fn((7, 50), |(t, i)| ((t * 13 + i * 7) % 11) as f64 / 9.0 - 0.3);
         let d = draws(50, 40, 3);
-        let m = multiplicities(50, &d);
-        assert_eq!(m.dim(), (50, 40));
+        let m = crate::sums::Weights::new(multiplicities(50, &d));
+        assert_eq!(m.view().dim(), (50, 40));
         for (v, exact) in [(&bits, true), (&reals, false)] {
-            let all = v.dot(&m) / 50.0;
+            let all = crate::sums::weighted_sums(v.view(), &m) / 50.0;
             for (b, idx) in d.iter().enumerate() {
                 let one = resampled_scores(v.view(), idx);
                 for (x, y) in all.column(b).iter().zip(one.iter()) {

@@ -36,6 +36,8 @@ pub mod selection;
 pub mod snr;
 pub mod stats;
 pub mod stream;
+pub mod subsets;
+pub mod sums;
 pub mod trend;
 
 use anyhow::{bail, Result};
@@ -397,17 +399,32 @@ fn with_examples(p: &Panel, opts: &Options, out: &mut Vec<TaskMetrics>, per_exam
         .collect();
     // one draw of examples for every checkpoint, metric and window: the figures are paired
     let draws = bootstrap::draws(n, opts.bootstrap, seed_for(opts.seed, task, "bootstrap"));
-    // every draw's scores at once: values (T x n) times the draws' multiplicities (n x B), one
-    // matrix product per metric (sums of 0/1 scores are exact integers in any order)
-    let counts = bootstrap::multiplicities(n, &draws);
+    // every draw's scores at once: values (T x n) times the draws' multiplicities (n x B), per
+    // metric ([`sums::weighted_sums`]: exact integers on 0/1 scores)
+    let counts = sums::Weights::new(bootstrap::multiplicities(n, &draws));
     let b_len = draws.len();
     drop(draws);
     let resampled: Vec<ndarray::Array2<f64>> =
-        metrics.par_iter().map(|&k| p.values(k).unwrap().dot(&counts) / n as f64).collect();
+        metrics.par_iter().map(|&k| sums::weighted_sums(p.values(k).unwrap(), &counts) / n as f64).collect();
+    // each draw's mean example-level MTV per metric and window: sum_i count_i * mtv_i / n, summed
+    // over examples in order for every draw at once (the example rows of the counts are contiguous)
+    let example_boot: Vec<[Vec<f64>; 2]> = ex_mtv
+        .par_iter()
+        .map(|per_window| {
+            per_window.clone().map(|m| {
+                let mut acc = vec![0.0; b_len];
+                for (row, &mi) in counts.view().rows().into_iter().zip(&m) {
+                    for (a, &c) in acc.iter_mut().zip(row) {
+                        *a += f64::from(c) * mi;
+                    }
+                }
+                acc.into_iter().map(|a| a / n as f64).collect()
+            })
+        })
+        .collect();
     let boot: Vec<Vec<[Drawn; 2]>> = (0..b_len)
         .into_par_iter()
         .map(|b| {
-            let mult = counts.column(b);
             metrics
                 .iter()
                 .enumerate()
@@ -418,7 +435,7 @@ fn with_examples(p: &Panel, opts: &Options, out: &mut Vec<TaskMetrics>, per_exam
                         r[wi] = Drawn {
                             mtv: mtv(&s[w.clone()]).unwrap_or(0.0),
                             final_score: s[w.end - 1],
-                            example_mtv: mult.iter().zip(&ex_mtv[mi][wi]).map(|(&c, &m)| c * m).sum::<f64>() / n as f64,
+                            example_mtv: example_boot[mi][wi][b],
                         };
                     }
                     r

@@ -20,6 +20,7 @@ use rayon::prelude::*;
 use statrs::distribution::{Binomial, DiscreteCDF};
 
 use crate::stats::{mean, quantile_sorted};
+use crate::subsets;
 
 /// Two-sided exact McNemar p-value for b (right->wrong) and c (wrong->right) discordant pairs:
 /// min(1, 2 * P(X <= min(b, c))), X ~ Binomial(b + c, 1/2); 1.0 when b + c == 0. Use statrs.
@@ -456,40 +457,25 @@ fn permutation_null_impl(
         }
         sums.windows(2).map(|w| (w[1] - w[0]).abs()).sum()
     };
-    // 0/1 columns: only the number of ones matters; a permutation puts them at a uniform random
-    // set of positions, drawn as the first min(k, T - k) steps of a Fisher-Yates shuffle
     let ones: Option<Vec<usize>> = moving
         .iter()
         .map(|c| c.iter().all(|&v| v == 0.0 || v == 1.0).then(|| c.iter().filter(|&&v| v == 1.0).count()))
         .collect();
+    // 0/1 columns: only the number of ones matters; a permutation puts them at a uniformly
+    // random subset of the checkpoints ([`subsets::Sampler`])
+    let sampler = ones.as_ref().map(|o| subsets::Sampler::new(o, t_len));
     let draw = |k: usize| -> f64 {
         let mut rng = draw_rng(seed, k);
+        if let Some(s) = &sampler {
+            return s.sums(&mut rng).windows(2).map(|w| f64::from(w[1].abs_diff(w[0]))).sum();
+        }
         let mut sums = vec![0.0; t_len];
-        match &ones {
-            Some(ones) => {
-                let mut idx: Vec<usize> = (0..t_len).collect();
-                for &k1 in ones {
-                    let (m, value) = if 2 * k1 <= t_len { (k1, 1.0) } else { (t_len - k1, -1.0) };
-                    if value < 0.0 {
-                        // every checkpoint 1, then m of them set back to 0
-                        sums.iter_mut().for_each(|s| *s += 1.0);
-                    }
-                    for j in 0..m {
-                        let r = rng.gen_range(j..t_len);
-                        idx.swap(j, r);
-                        sums[idx[j]] += value;
-                    }
-                }
-            }
-            None => {
-                let mut col = vec![0.0; t_len];
-                for c in &moving {
-                    col.copy_from_slice(c);
-                    col.shuffle(&mut rng);
-                    for (s, v) in sums.iter_mut().zip(&col) {
-                        *s += v;
-                    }
-                }
+        let mut col = vec![0.0; t_len];
+        for c in &moving {
+            col.copy_from_slice(c);
+            col.shuffle(&mut rng);
+            for (s, v) in sums.iter_mut().zip(&col) {
+                *s += v;
             }
         }
         sums.windows(2).map(|w| (w[1] - w[0]).abs()).sum::<f64>()

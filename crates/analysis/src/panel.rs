@@ -209,10 +209,24 @@ impl Panel {
         let mut order: Vec<(u64, bool, usize)> = self.steps.iter().enumerate().map(|(t, &s)| (s, false, t)).collect();
         order.extend(newer.steps.iter().enumerate().map(|(t, &s)| (s, true, t)));
         order.sort_unstable();
-        let outputs = |a: &Vec<Vec<Text>>, b: &Vec<Vec<Text>>| -> Vec<Vec<Text>> {
-            a.iter()
+        // the cells moved, not cloned (a shared text's count is an atomic); new checkpoints after
+        // the cached ones (the usual case) are appended
+        let appended = newer.steps.first() > self.steps.last();
+        let outputs = |a: Vec<Vec<Text>>, b: Vec<Vec<Text>>| -> Vec<Vec<Text>> {
+            a.into_iter()
                 .zip(b)
-                .map(|(x, y)| order.iter().map(|&(_, new, t)| if new { y[t].clone() } else { x[t].clone() }).collect())
+                .map(|(mut x, y)| {
+                    if appended {
+                        x.extend(y);
+                        return x;
+                    }
+                    let (mut x, mut y) =
+                        (x.into_iter().map(Some).collect::<Vec<_>>(), y.into_iter().map(Some).collect::<Vec<_>>());
+                    order
+                        .iter()
+                        .map(|&(_, new, t)| if new { y[t].take() } else { x[t].take() }.expect("each cell taken once"))
+                        .collect()
+                })
                 .collect()
         };
         let mut values = BTreeMap::new();
@@ -232,8 +246,8 @@ impl Panel {
                 .zip(&newer.hashes)
                 .map(|(o, n)| if o.is_empty() { n.clone() } else { o.clone() })
                 .collect(),
-            outputs: outputs(&self.outputs, &newer.outputs),
-            outputs_norm: outputs(&self.outputs_norm, &newer.outputs_norm),
+            outputs: outputs(self.outputs, newer.outputs),
+            outputs_norm: outputs(self.outputs_norm, newer.outputs_norm),
             values,
             task: self.task,
             ids: self.ids,
@@ -246,16 +260,29 @@ impl Panel {
     /// The panel as bytes ([`Panel::from_bytes`] reads them back): a JSON header (names, steps,
     /// ids, gold, the distinct output texts) and the matrices as little-endian f64 and u32.
     pub fn to_bytes(&self) -> Vec<u8> {
+        // texts are interned (equal texts share one allocation): indexed by address, and a cell
+        // that repeats its example's previous checkpoint (most do) without a lookup
         let mut texts: Vec<&str> = Vec::new();
-        let mut index: HashMap<&str, u32> = HashMap::new();
+        let mut index: HashMap<*const u8, u32> = HashMap::new();
+        // equal texts of two merged panels are two allocations: one entry still
+        let mut by_text: HashMap<&str, u32> = HashMap::new();
         let mut cells = Vec::with_capacity(2 * self.ids.len() * self.steps.len());
         for grid in [&self.outputs, &self.outputs_norm] {
-            for t in grid.iter().flatten() {
-                let i = *index.entry(&**t).or_insert_with(|| {
-                    texts.push(t);
-                    (texts.len() - 1) as u32
-                });
-                cells.push(i);
+            for example in grid {
+                let mut last: Option<(&Text, u32)> = None;
+                for t in example {
+                    let i = match last {
+                        Some((prev, i)) if Arc::ptr_eq(prev, t) => i,
+                        _ => *index.entry(t.as_ptr()).or_insert_with(|| {
+                            *by_text.entry(&**t).or_insert_with(|| {
+                                texts.push(t);
+                                (texts.len() - 1) as u32
+                            })
+                        }),
+                    };
+                    last = Some((t, i));
+                    cells.push(i);
+                }
             }
         }
         let header = serde_json::json!({
@@ -268,9 +295,13 @@ impl Panel {
         out.extend_from_slice(&(header.len() as u64).to_le_bytes());
         out.extend_from_slice(&header);
         for a in self.values.values() {
-            out.extend(a.iter().flat_map(|x| x.to_le_bytes()));
+            for x in a.iter() {
+                out.extend_from_slice(&x.to_le_bytes());
+            }
         }
-        out.extend(cells.iter().flat_map(|x| x.to_le_bytes()));
+        for x in &cells {
+            out.extend_from_slice(&x.to_le_bytes());
+        }
         out
     }
 
@@ -497,6 +528,11 @@ mod tests {
         same(&Panel::from_bytes(&all.to_bytes()).unwrap(), &all);
         same(&build(&|s| s != 10).merge(build(&|s| s == 10)).unwrap(), &all);
         same(&build(&|s| s == 20).merge(build(&|s| s < 20)).unwrap(), &all);
+        // new checkpoints after the cached ones (appended), and the bytes of a merged panel (its
+        // equal texts two allocations) are the bytes of the panel built whole
+        let appended = build(&|s| s < 20).merge(build(&|s| s == 20)).unwrap();
+        same(&appended, &all);
+        assert_eq!(appended.to_bytes(), all.to_bytes());
         let bytes = all.to_bytes();
         assert!(Panel::from_bytes(&bytes[..bytes.len() - 1]).is_err(), "a cut panel is an error");
         // other text, another target, other examples or a step twice are refused

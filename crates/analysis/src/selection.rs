@@ -37,7 +37,7 @@
 
 use crate::bootstrap::{centred, draw, rng_for, Interval};
 use crate::stats::{mean, sample_variance};
-use ndarray::{Array1, Array2, ArrayView2};
+use ndarray::{Array2, ArrayView2};
 use ndarray_stats::QuantileExt;
 use rand::seq::SliceRandom;
 use rand::Rng;
@@ -180,15 +180,10 @@ pub fn selection_draws(
     }
 }
 
-/// `values` (T x n) times the weight columns (each of length n): T x columns, one matrix product
-/// (sums of 0/1 scores with integer weights are exact in any order).
-fn weighted_sums(values: ArrayView2<f64>, cols: &[Array1<f64>]) -> Array2<f64> {
-    let n = values.ncols();
-    let mut w = Array2::<f64>::zeros((n, cols.len()));
-    for (j, c) in cols.iter().enumerate() {
-        w.column_mut(j).assign(c);
-    }
-    values.dot(&w)
+/// `values` (T x n) times the weight columns (each of length n): T x columns
+/// ([`crate::sums::weighted_sums`]: exact integers on 0/1 scores).
+fn weighted_sums(values: ArrayView2<f64>, cols: &[Vec<u32>]) -> Array2<f64> {
+    crate::sums::weighted_sums(values, &crate::sums::Weights::from_columns(cols, values.ncols()))
 }
 
 /// (regret, optimism) of the split whose half A is column `a` of `sums`, in the set of column
@@ -233,17 +228,17 @@ impl Set {
     }
 
     /// Multiplicity of each of the `ncols` columns in the set.
-    fn counts(&self, ncols: usize) -> Array1<f64> {
-        let mut c = Array1::<f64>::zeros(ncols);
+    fn counts(&self, ncols: usize) -> Vec<u32> {
+        let mut c = vec![0u32; ncols];
         for &i in self.groups.iter().flatten() {
-            c[i] += 1.0;
+            c[i] += 1;
         }
         c
     }
 
     /// Multiplicity of each column in half A of one random stratified split.
-    fn half_a(&self, ncols: usize, rng: &mut ChaCha8Rng) -> (Array1<f64>, usize) {
-        let mut w = Array1::<f64>::zeros(ncols);
+    fn half_a(&self, ncols: usize, rng: &mut ChaCha8Rng) -> (Vec<u32>, usize) {
+        let mut w = vec![0u32; ncols];
         let mut extra_to_a: bool = rng.gen();
         let mut n_a = 0;
         let mut scratch = Vec::new();
@@ -257,7 +252,7 @@ impl Set {
                 extra_to_a = !extra_to_a;
             }
             for &c in &scratch[..k] {
-                w[c] += 1.0;
+                w[c] += 1;
             }
             n_a += k;
         }
@@ -352,11 +347,11 @@ mod tests {
         let mut seen = std::collections::BTreeSet::new();
         for s in 0..200u64 {
             let (w, n_a) = set.half_a(n, &mut rng_for(9, s));
-            assert_eq!(w.sum() as usize, n_a);
-            assert!(w.iter().all(|&x| x == 0.0 || x == 1.0));
+            assert_eq!(w.iter().sum::<u32>() as usize, n_a);
+            assert!(w.iter().all(|&x| x == 0 || x == 1));
             for id in [0u32, 7, 2, 4] {
                 let in_s: Vec<usize> = (0..n).filter(|&i| strata[i] == id).collect();
-                let a = in_s.iter().filter(|&&i| w[i] == 1.0).count();
+                let a = in_s.iter().filter(|&&i| w[i] == 1).count();
                 assert!((2 * a as i64 - in_s.len() as i64).abs() <= 1);
             }
             assert!((2 * n_a as i64 - n as i64).abs() <= 1);

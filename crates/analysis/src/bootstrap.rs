@@ -73,7 +73,7 @@
 //! ([`crate::stats::quantile_sorted`]; ndarray-stats' quantiles need `noisy_float::N64` values,
 //! which is not a dependency here).
 
-use ndarray::{Array1, Array2, ArrayView2, Axis};
+use ndarray::{Array1, ArrayView2, Axis};
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 use rayon::prelude::*;
@@ -107,17 +107,23 @@ pub fn scores(values: ArrayView2<f64>) -> Array1<f64> {
     values.mean_axis(Axis(1)).unwrap_or_else(|| Array1::from_elem(values.nrows(), f64::NAN))
 }
 
-/// The multiplicity of each example in each draw: an n x B matrix, column b counting how often
-/// draw b took each example (so `values . m / n` is every draw's scores at once,
-/// [`crate::sums::weighted_sums`]).
-pub fn multiplicities(n: usize, draws: &[Vec<usize>]) -> Array2<u32> {
-    let mut m = Array2::<u32>::zeros((n, draws.len()));
-    for (b, idx) in draws.iter().enumerate() {
-        for &i in idx {
-            m[[i, b]] += 1;
+/// How often draw `b` of `n` examples (seeded by `(seed, b)`, as [`draw`]) takes each example.
+pub fn draw_counts(n: usize, seed: u64, b: usize) -> Vec<u32> {
+    let mut counts = vec![0u32; n];
+    if n > 0 {
+        let mut rng = rng_for(seed, b as u64);
+        for _ in 0..n {
+            counts[rng.gen_range(0..n)] += 1;
         }
     }
-    m
+    counts
+}
+
+/// The multiplicity of each example in each of `b` draws: n x B weights, column b counting how
+/// often draw b took each example (so `values . m / n` is every draw's scores at once,
+/// [`crate::sums::weighted_sums`]).
+pub fn multiplicities(n: usize, b: usize, seed: u64) -> crate::sums::Weights {
+    crate::sums::Weights::from_column_fn(n, b, |k| draw_counts(n, seed, k))
 }
 
 /// Per-checkpoint mean of values (T x n) over the drawn examples idx (with repeats).
@@ -421,11 +427,10 @@ mod tests {
     /// (integer sums), to rounding for others.
     #[test]
     fn multiplicities_give_every_draws_scores_at_once() {
-        let bits = Array2::from_shape_fn((7, 50), |(t, i)| f64::from(u8::from((t * 7 + i * 3) % 5 < 2)));
-        let reals = Array2::from_shape_fn((7, 50), |(t, i)| ((t * 13 + i * 7) % 11) as f64 / 9.0 - 0.3);
+        let bits = ndarray::Array2::from_shape_fn((7, 50), |(t, i)| f64::from(u8::from((t * 7 + i * 3) % 5 < 2)));
+        let reals = ndarray::Array2::from_shape_fn((7, 50), |(t, i)| ((t * 13 + i * 7) % 11) as f64 / 9.0 - 0.3);
         let d = draws(50, 40, 3);
-        let m = crate::sums::Weights::new(multiplicities(50, &d));
-        assert_eq!(m.view().dim(), (50, 40));
+        let m = multiplicities(50, 40, 3);
         for (v, exact) in [(&bits, true), (&reals, false)] {
             let all = crate::sums::weighted_sums(v.view(), &m) / 50.0;
             for (b, idx) in d.iter().enumerate() {

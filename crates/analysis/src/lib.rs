@@ -397,29 +397,18 @@ fn with_examples(p: &Panel, opts: &Options, out: &mut Vec<TaskMetrics>, per_exam
             [example_mtvs(v, &wins[0].1), example_mtvs(v, &wins[1].1)]
         })
         .collect();
-    // one draw of examples for every checkpoint, metric and window: the figures are paired
-    let draws = bootstrap::draws(n, opts.bootstrap, seed_for(opts.seed, task, "bootstrap"));
-    // every draw's scores at once: values (T x n) times the draws' multiplicities (n x B), per
-    // metric ([`sums::weighted_sums`]: exact integers on 0/1 scores)
-    let counts = sums::Weights::new(bootstrap::multiplicities(n, &draws));
-    let b_len = draws.len();
-    drop(draws);
+    // one draw of examples for every checkpoint, metric and window: the figures are paired; every
+    // draw's scores at once: values (T x n) times the draws' multiplicities (n x B), per metric
+    // ([`sums::weighted_sums`]: exact integers on 0/1 scores)
+    let b_len = opts.bootstrap;
+    let counts = bootstrap::multiplicities(n, b_len, seed_for(opts.seed, task, "bootstrap"));
     let resampled: Vec<ndarray::Array2<f64>> =
         metrics.par_iter().map(|&k| sums::weighted_sums(p.values(k).unwrap(), &counts) / n as f64).collect();
-    // each draw's mean example-level MTV per metric and window: sum_i count_i * mtv_i / n, summed
-    // over examples in order for every draw at once (the example rows of the counts are contiguous)
+    // each draw's mean example-level MTV per metric and window: sum_i count_i * mtv_i / n
     let example_boot: Vec<[Vec<f64>; 2]> = ex_mtv
         .par_iter()
         .map(|per_window| {
-            per_window.clone().map(|m| {
-                let mut acc = vec![0.0; b_len];
-                for (row, &mi) in counts.view().rows().into_iter().zip(&m) {
-                    for (a, &c) in acc.iter_mut().zip(row) {
-                        *a += f64::from(c) * mi;
-                    }
-                }
-                acc.into_iter().map(|a| a / n as f64).collect()
-            })
+            per_window.clone().map(|m| counts.weighted_by(&m).into_iter().map(|a| a / n as f64).collect())
         })
         .collect();
     let boot: Vec<Vec<[Drawn; 2]>> = (0..b_len)

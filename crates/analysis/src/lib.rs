@@ -408,7 +408,7 @@ fn with_examples(p: &Panel, opts: &Options, out: &mut Vec<TaskMetrics>, per_exam
     let example_boot: Vec<[Vec<f64>; 2]> = ex_mtv
         .par_iter()
         .map(|per_window| {
-            per_window.clone().map(|m| counts.weighted_by(&m).into_iter().map(|a| a / n as f64).collect())
+            per_window.each_ref().map(|m| counts.weighted_by(m).into_iter().map(|a| a / n as f64).collect())
         })
         .collect();
     let boot: Vec<Vec<[Drawn; 2]>> = (0..b_len)

@@ -209,22 +209,16 @@ impl Panel {
         let mut order: Vec<(u64, bool, usize)> = self.steps.iter().enumerate().map(|(t, &s)| (s, false, t)).collect();
         order.extend(newer.steps.iter().enumerate().map(|(t, &s)| (s, true, t)));
         order.sort_unstable();
-        // the cells moved, not cloned (a shared text's count is an atomic); new checkpoints after
-        // the cached ones (the usual case) are appended
-        let appended = newer.steps.first() > self.steps.last();
+        // the cells moved, not cloned (a shared text's count is an atomic): each panel's rows are
+        // in step order, so `order` takes each side's cells in turn
         let outputs = |a: Vec<Vec<Text>>, b: Vec<Vec<Text>>| -> Vec<Vec<Text>> {
             a.into_iter()
                 .zip(b)
-                .map(|(mut x, y)| {
-                    if appended {
-                        x.extend(y);
-                        return x;
-                    }
-                    let (mut x, mut y) =
-                        (x.into_iter().map(Some).collect::<Vec<_>>(), y.into_iter().map(Some).collect::<Vec<_>>());
+                .map(|(x, y)| {
+                    let (mut x, mut y) = (x.into_iter(), y.into_iter());
                     order
                         .iter()
-                        .map(|&(_, new, t)| if new { y[t].take() } else { x[t].take() }.expect("each cell taken once"))
+                        .map(|&(_, new, _)| if new { y.next() } else { x.next() }.expect("a cell per row"))
                         .collect()
                 })
                 .collect()
@@ -260,12 +254,10 @@ impl Panel {
     /// The panel as bytes ([`Panel::from_bytes`] reads them back): a JSON header (names, steps,
     /// ids, gold, the distinct output texts) and the matrices as little-endian f64 and u32.
     pub fn to_bytes(&self) -> Vec<u8> {
-        // texts are interned (equal texts share one allocation): indexed by address, and a cell
-        // that repeats its example's previous checkpoint (most do) without a lookup
+        // a cell that repeats its example's previous checkpoint (most do) is indexed without a
+        // lookup (equal texts share one allocation within a panel built whole)
         let mut texts: Vec<&str> = Vec::new();
-        let mut index: HashMap<*const u8, u32> = HashMap::new();
-        // equal texts of two merged panels are two allocations: one entry still
-        let mut by_text: HashMap<&str, u32> = HashMap::new();
+        let mut index: HashMap<&str, u32> = HashMap::new();
         let mut cells = Vec::with_capacity(2 * self.ids.len() * self.steps.len());
         for grid in [&self.outputs, &self.outputs_norm] {
             for example in grid {
@@ -273,11 +265,9 @@ impl Panel {
                 for t in example {
                     let i = match last {
                         Some((prev, i)) if Arc::ptr_eq(prev, t) => i,
-                        _ => *index.entry(t.as_ptr()).or_insert_with(|| {
-                            *by_text.entry(&**t).or_insert_with(|| {
-                                texts.push(t);
-                                (texts.len() - 1) as u32
-                            })
+                        _ => *index.entry(&**t).or_insert_with(|| {
+                            texts.push(t);
+                            (texts.len() - 1) as u32
                         }),
                     };
                     last = Some((t, i));
@@ -528,8 +518,8 @@ mod tests {
         same(&Panel::from_bytes(&all.to_bytes()).unwrap(), &all);
         same(&build(&|s| s != 10).merge(build(&|s| s == 10)).unwrap(), &all);
         same(&build(&|s| s == 20).merge(build(&|s| s < 20)).unwrap(), &all);
-        // new checkpoints after the cached ones (appended), and the bytes of a merged panel (its
-        // equal texts two allocations) are the bytes of the panel built whole
+        // new checkpoints after the cached ones, and the bytes of a merged panel (its equal texts
+        // two allocations) are the bytes of the panel built whole
         let appended = build(&|s| s < 20).merge(build(&|s| s == 20)).unwrap();
         same(&appended, &all);
         assert_eq!(appended.to_bytes(), all.to_bytes());

@@ -30,12 +30,13 @@ pub struct Weights {
 
 impl Weights {
     /// Column `j` is `column(j)` (`n` weights); blocks are filled in parallel.
-    pub fn from_column_fn(n: usize, c: usize, column: impl Fn(usize) -> Vec<u32> + Sync) -> Weights {
+    pub fn from_column_fn<C: AsRef<[u32]>>(n: usize, c: usize, column: impl Fn(usize) -> C + Sync) -> Weights {
         let mut blocks = vec![0u32; c.div_ceil(BLOCK) * n * BLOCK];
         if n > 0 {
             blocks.par_chunks_mut(n * BLOCK).enumerate().for_each(|(b, block)| {
                 for j in b * BLOCK..c.min((b + 1) * BLOCK) {
                     let col = column(j);
+                    let col = col.as_ref();
                     assert_eq!(col.len(), n, "weights: a column of n weights");
                     for (i, &x) in col.iter().enumerate() {
                         block[i * BLOCK + j % BLOCK] = x;
@@ -48,7 +49,7 @@ impl Weights {
 
     /// From `C` columns of `n` weights each.
     pub fn from_columns(cols: &[Vec<u32>], n: usize) -> Weights {
-        Weights::from_column_fn(n, cols.len(), |j| cols[j].clone())
+        Weights::from_column_fn(n, cols.len(), |j| &cols[j])
     }
 
     /// Example `i`'s weights in the columns of block `b`.

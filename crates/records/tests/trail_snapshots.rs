@@ -6,7 +6,7 @@
 
 use records::harness::StepRule;
 use records::olmes::Olmes;
-use records::source::{load, Ingest, Loaded, TrailSink};
+use records::source::{load, Ingest, Loaded, Reader, TrailSink};
 use records::ExampleRecord;
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -49,11 +49,21 @@ impl TrailSink for Summary {
     }
 }
 
-fn run(input: &Path, cache: &Path, format: &str) -> (Loaded, Summary) {
+/// `input` read by `reader` (through the ingest cache `cache`, if any) into a new sink of `format`.
+fn load_with(
+    reader: &dyn Reader,
+    input: &Path,
+    cache: Option<&Path>,
+    format: &str,
+) -> anyhow::Result<(Loaded, Summary)> {
     let mut sink = Summary { format: format.into(), ..Summary::default() };
-    let ingest = Ingest { cache: Some(cache.to_path_buf()), ..Ingest::default() };
-    let loaded = load(&Olmes, &[input.to_path_buf()], &StepRule::default(), &ingest, &mut sink).unwrap();
-    (loaded, sink)
+    let ingest = Ingest { cache: cache.map(Path::to_path_buf), ..Ingest::default() };
+    let loaded = load(reader, &[input.to_path_buf()], &StepRule::default(), &ingest, &mut sink)?;
+    Ok((loaded, sink))
+}
+
+fn run(input: &Path, cache: &Path, format: &str) -> (Loaded, Summary) {
+    load_with(&Olmes, input, Some(cache), format).unwrap()
 }
 
 fn copy(from: &Path, to: &Path) {
@@ -155,21 +165,26 @@ impl records::source::Reader for Lines {
     }
 }
 
+/// A folder `<dir>/lines` of [`Lines`] files (name, contents).
+fn lines_folder(dir: &Path, files: &[(&str, &str)]) -> PathBuf {
+    let input = dir.join("lines");
+    std::fs::create_dir(&input).unwrap();
+    for (name, text) in files {
+        std::fs::write(input.join(name), text).unwrap();
+    }
+    input
+}
+
 /// A trail missing from the first cached file (`b` starts at step 200): a new checkpoint that
 /// changes one of its docs' options is refused as a full read refuses it, checked against a
 /// cached file that holds the trail.
 #[test]
 fn each_trail_is_checked_against_a_cached_file_that_holds_it() {
     let d = tempfile::tempdir().unwrap();
-    let input = d.path().join("lines");
-    std::fs::create_dir(&input).unwrap();
-    std::fs::write(input.join("step_100.txt"), "a,1,4\na,2,4\n").unwrap();
-    std::fs::write(input.join("step_200.txt"), "a,1,4\na,2,4\nb,1,2\n").unwrap();
-    let ingest = Ingest { cache: Some(d.path().join("cache")), ..Ingest::default() };
-    let go = |format: &str| {
-        let mut sink = Summary { format: format.into(), ..Summary::default() };
-        load(&Lines, &[input.clone()], &StepRule::default(), &ingest, &mut sink).map(|l| (l, sink))
-    };
+    let input =
+        lines_folder(d.path(), &[("step_100.txt", "a,1,4\na,2,4\n"), ("step_200.txt", "a,1,4\na,2,4\nb,1,2\n")]);
+    let cache = d.path().join("cache");
+    let go = |format: &str| load_with(&Lines, &input, Some(&cache), format);
     let (first, _) = go("v1").unwrap();
     assert_eq!(first.parsed, 2);
     std::fs::write(input.join("step_300.txt"), "a,1,4\na,2,4\nb,1,3\n").unwrap();
@@ -190,20 +205,15 @@ fn each_trail_is_checked_against_a_cached_file_that_holds_it() {
 #[test]
 fn notices_are_said_in_file_order_beside_cached_panels() {
     let d = tempfile::tempdir().unwrap();
-    let input = d.path().join("lines");
-    std::fs::create_dir(&input).unwrap();
-    std::fs::write(input.join("step_100.txt"), "a,1,4\na,2,4\n").unwrap();
-    std::fs::write(input.join("step_200.txt"), "a,1,4\na,2,4\n").unwrap();
-    let go = |cache: Option<PathBuf>| {
-        let mut sink = Summary { format: "v1".into(), ..Summary::default() };
-        let ingest = Ingest { cache, ..Ingest::default() };
-        let l = load(&Lines, &[input.clone()], &StepRule::default(), &ingest, &mut sink).unwrap();
+    let input = lines_folder(d.path(), &[("step_100.txt", "a,1,4\na,2,4\n"), ("step_200.txt", "a,1,4\na,2,4\n")]);
+    let go = |cache: Option<&Path>| {
+        let (l, _) = load_with(&Lines, &input, cache, "v1").unwrap();
         l.notices.into_iter().filter(|n| n.contains("a note")).collect::<Vec<_>>()
     };
-    let cache = Some(d.path().join("cache"));
-    go(cache.clone());
+    let cache = d.path().join("cache");
+    go(Some(&cache));
     std::fs::write(input.join("step_050.txt"), "a,1,4\na,2,4\n").unwrap();
-    let grown = go(cache);
+    let grown = go(Some(&cache));
     assert!(grown[0].contains("step_050.txt") && grown[0].contains("2 more files"), "{grown:?}");
     assert_eq!(grown, go(None), "as a full read says them");
 }

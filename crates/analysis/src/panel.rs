@@ -282,8 +282,7 @@ impl Panel {
         });
         let header = serde_json::to_vec(&header).expect("a panel's header is JSON");
         let mut out = Vec::with_capacity(8 + header.len() + 8 * self.values.len() * cells.len() / 2 + 4 * cells.len());
-        out.extend_from_slice(&(header.len() as u64).to_le_bytes());
-        out.extend_from_slice(&header);
+        records::frames::put(&mut out, &header);
         for a in self.values.values() {
             for x in a.iter() {
                 out.extend_from_slice(&x.to_le_bytes());
@@ -309,18 +308,8 @@ impl Panel {
             metrics: Vec<String>,
             texts: Vec<String>,
         }
-        let mut at = 0usize;
-        let mut take = |len: usize| -> Result<&[u8]> {
-            let end = at
-                .checked_add(len)
-                .filter(|&e| e <= bytes.len())
-                .ok_or_else(|| anyhow::anyhow!("a panel's bytes end early"))?;
-            let b = &bytes[at..end];
-            at = end;
-            Ok(b)
-        };
-        let len = u64::from_le_bytes(take(8)?.try_into()?) as usize;
-        let h: Header = serde_json::from_slice(take(len)?)?;
+        let mut cursor = records::frames::Cursor::new(bytes);
+        let h: Header = serde_json::from_slice(cursor.frame()?)?;
         let (t_len, n) = (h.steps.len(), h.ids.len());
         if h.hashes.len() != n || h.gold.len() != n {
             bail!("a panel's header is inconsistent");
@@ -331,16 +320,17 @@ impl Panel {
                 .into_iter()
                 .find(|m| m.name() == name)
                 .ok_or_else(|| anyhow::anyhow!("unknown metric {name}"))?;
-            let v: Vec<f64> =
-                take(8 * t_len * n)?.chunks_exact(8).map(|c| f64::from_le_bytes(c.try_into().unwrap())).collect();
+            let v: Vec<f64> = cursor
+                .take(8 * t_len * n)?
+                .chunks_exact(8)
+                .map(|c| f64::from_le_bytes(c.try_into().unwrap()))
+                .collect();
             values.insert(m, Array2::from_shape_vec((t_len, n), v)?);
         }
         let texts: Vec<Text> = h.texts.iter().map(|t| Text::from(t.as_str())).collect();
         let cells: Vec<u32> =
-            take(8 * t_len * n)?.chunks_exact(4).map(|c| u32::from_le_bytes(c.try_into().unwrap())).collect();
-        if at != bytes.len() {
-            bail!("a panel's bytes run past its end");
-        }
+            cursor.take(8 * t_len * n)?.chunks_exact(4).map(|c| u32::from_le_bytes(c.try_into().unwrap())).collect();
+        cursor.finish()?;
         let text = |i: u32| {
             texts.get(i as usize).cloned().ok_or_else(|| anyhow::anyhow!("a panel's output index is out of range"))
         };

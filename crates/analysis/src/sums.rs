@@ -25,6 +25,8 @@ pub struct Weights {
     n: usize,
     c: usize,
     blocks: Vec<u32>,
+    /// The largest weight (the walk's overflow check), found once at construction.
+    top: u32,
     floats: OnceLock<Array2<f64>>,
 }
 
@@ -44,7 +46,8 @@ impl Weights {
                 }
             });
         }
-        Weights { n, c, blocks, floats: OnceLock::new() }
+        let top = blocks.par_iter().copied().max().unwrap_or(0);
+        Weights { n, c, blocks, top, floats: OnceLock::new() }
     }
 
     /// From `C` columns of `n` weights each.
@@ -95,8 +98,7 @@ fn binary_walk(values: ArrayView2<f64>, weights: &Weights) -> Option<Array2<f64>
     if !values.iter().all(|&v| v == 0.0 || v == 1.0) {
         return None;
     }
-    let top = weights.blocks.iter().copied().max().unwrap_or(0);
-    if (n as u64).checked_mul(u64::from(top)).is_none_or(|m| m >= 1 << 32) {
+    if (n as u64).checked_mul(u64::from(weights.top)).is_none_or(|m| m >= 1 << 32) {
         return None;
     }
     // per checkpoint the examples that changed from the one before (from all 0 before the first):

@@ -81,11 +81,9 @@ impl SnapshotWriter {
                 let header = serde_json::to_vec(&snap)?;
                 let mut raw =
                     Vec::with_capacity(header.len() + snap.trails.iter().map(|t| t.bytes.len() + 8).sum::<usize>() + 8);
-                raw.extend_from_slice(&(header.len() as u64).to_le_bytes());
-                raw.extend_from_slice(&header);
+                crate::frames::put(&mut raw, &header);
                 for t in &snap.trails {
-                    raw.extend_from_slice(&(t.bytes.len() as u64).to_le_bytes());
-                    raw.extend_from_slice(&t.bytes);
+                    crate::frames::put(&mut raw, &t.bytes);
                 }
                 drop(snap.trails);
                 let packed = zstd::bulk::compress(&raw, 1)?;
@@ -323,22 +321,12 @@ impl Cache {
         }
         let read = || -> Result<Snapshot> {
             let bytes = zstd::decode_all(std::fs::File::open(&path)?)?;
-            let take = |at: &mut usize, len: usize| -> Result<&[u8]> {
-                let end = at.checked_add(len).filter(|&e| e <= bytes.len()).context("truncated")?;
-                let b = &bytes[*at..end];
-                *at = end;
-                Ok(b)
-            };
-            let mut at = 0;
-            let len = u64::from_le_bytes(take(&mut at, 8)?.try_into()?) as usize;
-            let mut snap: Snapshot = serde_json::from_slice(take(&mut at, len)?)?;
+            let mut cursor = crate::frames::Cursor::new(&bytes);
+            let mut snap: Snapshot = serde_json::from_slice(cursor.frame()?)?;
             for t in &mut snap.trails {
-                let len = u64::from_le_bytes(take(&mut at, 8)?.try_into()?) as usize;
-                t.bytes = take(&mut at, len)?.to_vec();
+                t.bytes = cursor.frame()?.to_vec();
             }
-            if at != bytes.len() {
-                bail!("{} bytes past its end", bytes.len() - at);
-            }
+            cursor.finish()?;
             Ok(snap)
         };
         match read() {

@@ -17,6 +17,7 @@
 //! [`llmjp`] (llm-jp-eval).
 
 pub mod cache;
+pub mod frames;
 pub mod harness;
 pub mod lighteval;
 pub mod llmjp;

@@ -13,9 +13,10 @@ if [ -d $tree ]; then git -C $tree checkout --quiet --detach $(git rev-parse HEA
 case $crate in
   theory) files=(--file 'crates/theory/src/*.rs'); tests=() ;;
   # the math files (statistics, nulls, intervals, decisions), each run whole or in round-robin
-  # shards; `-F 'src/sums.rs:'` picks one file's mutants
-  analysis) files=(); for f in nulls bootstrap selection snr trend power continuous metrics claims stats seeds \
-                                  proportion sums subsets stream decide compare; do files+=(--file crates/analysis/src/$f.rs); done
+  # shards
+  # (MUTANTS_FILES="sums proportion" picks some)
+  analysis) files=(); for f in ${MUTANTS_FILES:-nulls bootstrap selection snr trend power continuous metrics claims stats seeds \
+                                  proportion sums subsets stream decide compare}; do files+=(--file crates/analysis/src/$f.rs); done
             tests=(--cargo-test-arg=--lib)
             [ "${MUTANTS_TESTS:-all}" = lib ] || for t in analysis nulls_simulations decisions compare_runs; do tests+=(--cargo-test-arg=--test=$t); done ;;
   *) echo "error: mutants: crate is theory or analysis, not $crate" >&2; exit 2 ;;

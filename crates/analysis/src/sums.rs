@@ -185,4 +185,27 @@ mod tests {
         // columns given as columns
         assert_eq!(Weights::from_columns(&[vec![1, 3], vec![2, 0]], 2).blocks, w.blocks);
     }
+
+    /// Each column is asked for once (a column may be a bootstrap draw's counts, made on demand).
+    #[test]
+    fn each_column_is_read_once() {
+        use std::sync::atomic::{AtomicUsize, Ordering};
+        let c = 3 * BLOCK + 5;
+        let calls: Vec<AtomicUsize> = (0..c).map(|_| AtomicUsize::new(0)).collect();
+        let w = Weights::from_column_fn(2, c, |j| {
+            calls[j].fetch_add(1, Ordering::Relaxed);
+            [j as u32, 1]
+        });
+        assert!(calls.iter().all(|k| k.load(Ordering::Relaxed) == 1));
+        assert_eq!(w.weighted_by(&[1.0, 0.0]), (0..c).map(|j| j as f64).collect::<Vec<_>>());
+    }
+
+    /// No examples (a task whose examples were all filtered out): every sum is 0.
+    #[test]
+    fn no_examples_sum_to_zero() {
+        let w = Weights::from_columns(&[vec![], vec![], vec![]], 0);
+        let none = Array2::<f64>::zeros((4, 0));
+        assert_eq!(weighted_sums(none.view(), &w), Array2::<f64>::zeros((4, 3)));
+        assert_eq!(w.weighted_by(&[]), vec![0.0; 3]);
+    }
 }

@@ -242,7 +242,9 @@ fmt:
 # run is hours on 2 cores; kept out of CI). Shards are round-robin, so each one is a sample of
 # every file. Analysis mutants (the math files listed in the script) run the unit tests and
 # tests/{analysis,nulls_simulations,decisions,compare_runs}.rs (tests/coverage.rs takes minutes per
-# mutant and is left out); `MUTANTS_FILES=sums just mutants analysis 0/1` runs one whole file. Results land in
+# mutant and is left out); `MUTANTS_FILES=sums just mutants analysis 0/1` runs one whole file, and
+# scripts/mutants_files.sh runs whole files in two passes (unit tests, then the rest), tabled by
+# scripts/mutants_table.py. Results land in
 # target/mutants/<crate>-<shard>/mutants.out; the counts go in crates/theory/README.md.
 # `just mutants theory`, `just mutants analysis 0/20` (then 1/20...); further arguments go to
 # cargo-mutants (`just mutants analysis 0/1 -F 'claims.rs:88:' -F ...` retests chosen mutants,

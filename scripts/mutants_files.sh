@@ -1,0 +1,16 @@
+#!/usr/bin/env bash
+# `bash scripts/mutants_files.sh FILE...`: every mutant of each analysis math file (`sums`,
+# `nulls`, ...), one file after another, in two passes into target/mutants/analysis-FILE: the unit
+# tests alone (most mutants are caught there, at a few seconds each), then `--iterate` with every
+# test of scripts/mutants.sh for the mutants the first pass left. A finished file gets
+# target/mutants/analysis-FILE/complete; scripts/mutants_table.py makes the table from them.
+set -uo pipefail
+cd "$(dirname "$0")/.."
+for f in "$@"; do
+  echo "=== $f pass 1 $(date)"
+  MUTANTS_FILES=$f MUTANTS_TESTS=lib MUTANTS_OUT=target/mutants/analysis-$f bash scripts/mutants.sh analysis 0/1
+  echo "=== $f pass 2 $(date)"
+  MUTANTS_FILES=$f MUTANTS_OUT=target/mutants/analysis-$f bash scripts/mutants.sh analysis 0/1 --iterate
+  touch target/mutants/analysis-$f/complete
+  echo "=== $f done $(date)"
+done

@@ -66,6 +66,21 @@ mod tests {
         assert_eq!(wilson(500, 500, 0.95).unwrap().1, 1.0);
     }
 
+    /// A mean score is `k / n` rounded back to `k`; a score outside [0, 1] or not finite has no
+    /// interval.
+    #[test]
+    fn the_interval_of_a_mean() {
+        assert_eq!(wilson_of_mean(2.0 / 64.0, 64, 0.95), wilson(2, 64, 0.95));
+        assert_eq!(wilson_of_mean(1.0, 64, 0.95), wilson(64, 64, 0.95));
+        assert_eq!(wilson_of_mean(0.0, 10, 0.9), wilson(0, 10, 0.9));
+        // a mean of 0/1 scores stored in f32 and read back: 0.3 of 10 is 3
+        assert_eq!(wilson_of_mean(f64::from(0.3f32), 10, 0.95), wilson(3, 10, 0.95));
+        for bad in [-0.25, -1e-9, 1.0 + 1e-9, 1.5, f64::NAN, f64::INFINITY, f64::NEG_INFINITY] {
+            assert_eq!(wilson_of_mean(bad, 8, 0.95), None, "{bad}");
+        }
+        assert_eq!(wilson_of_mean(0.5, 0, 0.95), None);
+    }
+
     proptest! {
         /// Inside [0, 1], around k/n, symmetric under k -> n - k, narrower at a lower level.
         #[test]

@@ -212,6 +212,21 @@ mod tests {
         assert!(matches!(way(50, 201), Way::Mask { .. }), "{:?}", way(50, 201));
     }
 
+    /// The cost model's choices at T = 201 (4 mask words), by hand: a mask of `b` bits costs
+    /// 1.6 b plus |201 p - k| + sqrt(2/pi 201 p (1 - p)) adjustments, swaps cost min(k, T - k).
+    /// k = 10: the best mask (b = 4, p = 1/16) 6.4 + 2.56 + 2.74 = 11.7 > 10 swaps; k = 20: b = 3,
+    /// p = 1/8: 4.8 + 5.13 + 3.74 = 13.7 < 20 (b = 4, p = 2/16, pays 1.6 more); k = 150: b = 2,
+    /// p = 3/4: 3.2 + 0.75 + 4.90 = 8.85 < 51; k = 190: b = 4, p = 15/16: 6.4 + 1.56 + 2.74 = 10.7
+    /// < 11 (b = 3, p = 7/8: 22.7). The draws' law is uniform whichever is chosen
+    /// (`subsets_are_uniform`); this pins the cost.
+    #[test]
+    fn the_cheaper_way_by_hand() {
+        assert_eq!(way(10, 201), Way::Swaps);
+        assert_eq!(way(20, 201), Way::Mask { bits: 3, j: 1 });
+        assert_eq!(way(150, 201), Way::Mask { bits: 2, j: 3 });
+        assert_eq!(way(190, 201), Way::Mask { bits: 4, j: 15 });
+    }
+
     /// Every k-subset equally likely, for every k and both ways (forced), on T = 7 over 70 mask
     /// words (positions across a word boundary): 35,000 draws per (k, way), a chi-square bound.
     #[test]

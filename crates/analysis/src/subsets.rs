@@ -277,11 +277,14 @@ mod tests {
     /// The bit-sliced counts equal the plain count of many examples' masks.
     #[test]
     fn counts_add_up() {
-        let t_len = 150;
-        let ones: Vec<usize> = (0..300).map(|i| 1 + (i * 37) % (t_len - 1)).collect();
-        let s = Sampler::new(&ones, t_len);
-        let sums = s.sums(&mut ChaCha8Rng::seed_from_u64(3));
-        assert_eq!(sums.iter().map(|&x| x as usize).sum::<usize>(), ones.iter().sum::<usize>());
-        assert!(sums.iter().all(|&x| x as usize <= ones.len()));
+        // T = 64 and 128 fill their last word: no tail to cut
+        for t_len in [150, 64, 128, 65] {
+            let ones: Vec<usize> = (0..300).map(|i| 1 + (i * 37) % (t_len - 1)).collect();
+            let s = Sampler::new(&ones, t_len);
+            let sums = s.sums(&mut ChaCha8Rng::seed_from_u64(3));
+            assert_eq!(sums.len(), t_len);
+            assert_eq!(sums.iter().map(|&x| x as usize).sum::<usize>(), ones.iter().sum::<usize>(), "T = {t_len}");
+            assert!(sums.iter().all(|&x| x as usize <= ones.len()));
+        }
     }
 }

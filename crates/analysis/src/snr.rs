@@ -74,6 +74,8 @@ mod tests {
         assert!((s.noise - (0.05 + 0.02 / 0.6) / 2.0).abs() < 1e-12);
         assert!((s.snr - s.signal / s.noise).abs() < 1e-12);
         assert_eq!(relative_std(&[1.0]), None);
+        // two scores are enough: sd sqrt(2) (divisor n - 1) over the mean 2
+        assert!((relative_std(&[1.0, 3.0]).unwrap() - 2f64.sqrt() / 2.0).abs() < 1e-12);
         assert_eq!(relative_dispersion(&[-1.0, 1.0]), None);
         // from parts: the same numbers as from the windows
         let p = from_parts(&[0.42, 0.60], &[0.05, 0.02 / 0.6]).unwrap();

@@ -22,6 +22,9 @@ case $crate in
   *) echo "error: mutants: crate is theory or analysis, not $crate" >&2; exit 2 ;;
 esac
 mkdir -p target/mutants
+# a run killed mid-build can leave rustc's incremental cache holding a mutant's code (seen once: the
+# baseline failed on an unmutated tree until this was dropped), so every run starts without it
+rm -rf target/mutants-target-$crate/mutants/incremental/$crate-*
 out=$(realpath -m "${MUTANTS_OUT:-target/mutants/$crate-${shard/\//-of-}}")
 cd $tree && CARGO_TARGET_DIR=../mutants-target-$crate $mutants mutants --in-place --shard $shard --sharding round-robin \
     --no-shuffle --profile mutants --package $crate "${files[@]}" "${tests[@]}" \

@@ -76,6 +76,33 @@ enum Command {
         #[arg(long)]
         verify: bool,
     },
+    /// Read harness outputs into the ingest cache of `analysis report --out OUT` (the same
+    /// inputs and options), without analysing them: run it as each checkpoint's evaluation lands.
+    /// New checkpoints' files are parsed, checked against one cached checkpoint of each task, and
+    /// kept as deltas beside the task's cached panels, which are not read; the next report
+    /// restores the panels with their deltas.
+    Ingest {
+        #[arg(required = true, value_name = "INPUT")]
+        inputs: Vec<PathBuf>,
+        /// The output folder of the reports (the cache is <out>.ingest beside it), or --cache.
+        #[arg(long, required_unless_present = "cache")]
+        out: Option<PathBuf>,
+        /// The ingest cache folder [default: <out>.ingest].
+        #[arg(long, value_name = "DIR")]
+        cache: Option<PathBuf>,
+        /// As for `analysis report`.
+        #[arg(long, value_name = "REGEX")]
+        step_from: Option<String>,
+        /// As for `analysis report`.
+        #[arg(long, value_name = "FILE")]
+        step_map: Option<PathBuf>,
+        /// Only tasks whose name contains one of these (comma-separated).
+        #[arg(long, value_delimiter = ',')]
+        tasks: Vec<String>,
+        /// Check every cached file's sha256 against its source, not only its size and mtime.
+        #[arg(long)]
+        verify: bool,
+    },
     /// Compare single checkpoints with averaged (eval-avg-k*/) and ensembled (ensembled/k*/)
     /// ones of a run, over the steps they share; writes <run>/analysis/stability.{parquet,csv}.
     Compare {
@@ -175,6 +202,12 @@ fn main() -> anyhow::Result<()> {
             };
             let cache = analysis::report::CacheChoice { dir: cache, off: no_cache, verify };
             analysis::report::run(&inputs, out, step_from.as_deref(), step_map.as_deref(), &tasks, &opts, html, &cache)?
+        }
+        Command::Ingest { inputs, out, cache, step_from, step_map, tasks, verify } => {
+            // with --cache alone, `out` only names the default cache, which --cache replaces
+            let out = out.unwrap_or_else(|| PathBuf::from("analysis"));
+            let cache = analysis::report::CacheChoice { dir: cache, off: false, verify };
+            analysis::report::ingest(&inputs, &out, step_from.as_deref(), step_map.as_deref(), &tasks, &cache)?
         }
         Command::Compare { run, bootstrap } => {
             analysis::compare::write(&run, &analysis::Options { bootstrap, ..Default::default() })?

@@ -107,7 +107,9 @@ pub fn load_inputs(inputs: &[PathBuf], rule: &records::harness::StepRule, ingest
     }
     let mut notices = l.notices;
     if l.parsed + l.cached + l.restored > 0 && ingest.cache.is_some() {
-        let restored = if l.restored > 0 {
+        let restored = if l.restored > 0 && ingest.deltas {
+            format!(", {} kept in their tasks' cached panels (not read)", l.restored)
+        } else if l.restored > 0 {
             format!(", {} restored with their tasks' cached panels", l.restored)
         } else {
             String::new()
@@ -148,7 +150,18 @@ impl records::source::TrailSink for Panels {
 
     fn extend(&mut self, trail: &str, rows: Vec<ExampleRecord>) -> Result<()> {
         let refs: Vec<&ExampleRecord> = rows.iter().collect();
-        let newer = Panel::build(trail, &refs)?;
+        self.merge(trail, Panel::build(trail, &refs)?)
+    }
+
+    fn extend_saved(&mut self, trail: &str, bytes: &[u8]) -> Result<()> {
+        let p = Panel::from_bytes(bytes).with_context(|| format!("trail {trail}: a delta of its cached panel"))?;
+        anyhow::ensure!(p.task == trail, "trail {trail}: a delta of its cached panel is of {}", p.task);
+        self.merge(trail, p)
+    }
+}
+
+impl Panels {
+    fn merge(&mut self, trail: &str, newer: Panel) -> Result<()> {
         let old = self.0.remove(trail).with_context(|| format!("trail {trail} was not restored"))?;
         self.0.insert(trail.to_string(), old.merge(newer)?);
         Ok(())
@@ -255,7 +268,8 @@ pub fn run(
             anyhow::bail!("--out is required for harness outputs (the analysis is not written into them)")
         }
     };
-    let ingest = Ingest { cache: cache.folder(&out, is_run), verify: cache.verify, tasks: tasks.to_vec() };
+    let ingest =
+        Ingest { cache: cache.folder(&out, is_run), verify: cache.verify, tasks: tasks.to_vec(), deltas: false };
     if let Some(c) = &ingest.cache {
         refuse_cache_inside_inputs(c, inputs)?;
     }
@@ -277,6 +291,48 @@ pub fn run(
         r.decisions.render(),
         out.display(),
         if html { format!(", the page to {}", out.join("report.html").display()) } else { String::new() }
+    ))
+}
+
+/// `analysis ingest`: reads harness outputs into the ingest cache that `analysis report` with the
+/// same `out` (or `cache`) reads, without analysing them. A task whose panels are cached gets
+/// its new checkpoints' files parsed, checked against one cached checkpoint, and saved as a delta
+/// beside the cached panel (which is not read); the next report restores the panel with its
+/// deltas and writes them back as one. Meant to run as each checkpoint's evaluation lands.
+pub fn ingest(
+    inputs: &[PathBuf],
+    out: &Path,
+    step_from: Option<&str>,
+    step_map: Option<&Path>,
+    tasks: &[String],
+    cache: &CacheChoice,
+) -> Result<String> {
+    let rule = records::harness::StepRule::new(step_from, step_map)?;
+    if let [dir] = inputs {
+        if eval_folder(dir).is_some() {
+            anyhow::bail!("{}: a run's eval tables are read as they are; there is nothing to ingest", dir.display());
+        }
+    }
+    let Some(folder) = cache.folder(out, false) else {
+        anyhow::bail!("--no-cache: analysis ingest has nothing to do without the cache");
+    };
+    refuse_cache_inside_inputs(&folder, inputs)?;
+    let t0 = std::time::Instant::now();
+    let ingest = Ingest { cache: Some(folder.clone()), verify: cache.verify, tasks: tasks.to_vec(), deltas: true };
+    let input = load_inputs(inputs, &rule, &ingest)?;
+    for n in &input.notices {
+        eprintln!("note: {n}");
+    }
+    let steps: BTreeSet<u64> = input.tasks.iter().map(|t| t.step).collect();
+    let names: BTreeSet<&str> = input.tasks.iter().map(|t| t.task.as_str()).collect();
+    Ok(format!(
+        "{} task(s), {} checkpoint(s) (steps {}-{}) in the ingest cache {}, in {:.1} s\n",
+        names.len(),
+        steps.len(),
+        steps.first().copied().unwrap_or(0),
+        steps.last().copied().unwrap_or(0),
+        folder.display(),
+        t0.elapsed().as_secs_f64()
     ))
 }
 

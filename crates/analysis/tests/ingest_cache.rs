@@ -2,7 +2,9 @@
 //! made by scripts/make_lm_eval_fixture.py: cached and uncached reports are identical, a new
 //! checkpoint's files are parsed alone, a changed file is parsed again with a note (with
 //! `--verify` even at the same size and mtime), a broken cache file is rebuilt, and the cache is
-//! never written inside the inputs nor by two reports at once.
+//! never written inside the inputs nor by two reports at once; `analysis ingest` adds
+//! checkpoints as they land without reading the cached panels, and the report after it is a
+//! fresh parse's.
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
@@ -28,6 +30,10 @@ fn report(input: &Path, out: &Path, args: &[&str]) -> Output {
         .args(args)
         .output()
         .unwrap()
+}
+
+fn ingest(input: &Path, out: &Path) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_analysis")).arg("ingest").arg(input).arg("--out").arg(out).output().unwrap()
 }
 
 fn ok(o: &Output) -> String {
@@ -230,4 +236,41 @@ fn a_new_checkpoint_that_scores_other_examples_is_refused_beside_the_cached_pane
     assert!(!o.status.success(), "{e}");
     assert!(e.contains(&cut.display().to_string()) && e.contains("scores other examples"), "{e}");
     assert_eq!(tables(&out), before, "the earlier report is left as it was");
+}
+
+#[test]
+fn ingest_as_checkpoints_land_then_report() {
+    let d = tempfile::tempdir().unwrap();
+    let input = d.path().join("lm_eval");
+    fixture(&input, "100,200,300,400");
+    let out = d.path().join("out");
+    let o = ingest(&input, &out);
+    let e = ok(&o);
+    assert!(e.contains("ingest: 8 file(s) parsed, 0 read from the cache"), "{e}");
+    let said = String::from_utf8_lossy(&o.stdout).to_string();
+    assert!(said.starts_with("2 task(s), 4 checkpoint(s) (steps 100-400) in the ingest cache"), "{said}");
+    assert!(!out.exists() && d.path().join("out.ingest/manifest.json").is_file(), "the cache alone is written");
+
+    // a checkpoint lands: its files parsed, one cached file per task read for the checks, the
+    // cached panels not read
+    add_checkpoint(d.path(), &input, "100,200,300,400,500", "step_000500");
+    let e = ok(&ingest(&input, &out));
+    assert!(
+        e.contains("ingest: 2 file(s) parsed, 2 read from the cache, 6 kept in their tasks' cached panels (not read)"),
+        "{e}"
+    );
+    // the report restores the panels with the new checkpoint, as a fresh parse gives them
+    let e = ok(&report(&input, &out, &[]));
+    assert!(e.contains("ingest: 0 file(s) parsed, 0 read from the cache, 10 restored"), "{e}");
+    let fresh = d.path().join("fresh");
+    ok(&report(&input, &fresh, &["--no-cache"]));
+    assert_eq!(tables(&fresh), tables(&out));
+    let e = ok(&ingest(&input, &out));
+    assert!(e.contains("ingest: 0 file(s) parsed, 0 read from the cache, 10 kept"), "nothing new: {e}");
+
+    // a run's own tables are columnar already
+    let run = Path::new(ROOT).join("results/cosine-s1");
+    let o = ingest(&run, &d.path().join("run-out"));
+    let e = String::from_utf8_lossy(&o.stderr);
+    assert!(!o.status.success() && e.contains("a run's eval tables are read as they are"), "{e}");
 }

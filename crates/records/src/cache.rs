@@ -21,6 +21,13 @@
 //! is used only where its fingerprints match the units (checked on read), so it is written
 //! (atomically) as soon as it is built, before the manifest; one that does not match is built
 //! again.
+//!
+//! A snapshot may be a chain: the base `<key>.snap` and deltas `<key>.<n>.snap` (n = 1, 2, ...),
+//! each holding only the checkpoints its units added, built from their rows alone, and naming
+//! the units of the chain it extends (a digest of their fingerprints): `analysis ingest` adds a
+//! new checkpoint this way without reading the base. The chain is read in order up to the first
+//! delta that does not extend what came before (left over from an interrupted write, ignored and
+//! later removed); a load that restores a chain of several pieces writes it back as one base.
 
 use anyhow::{bail, Context, Result};
 use rayon::prelude::*;
@@ -36,7 +43,8 @@ const MANIFEST: &str = "manifest.json";
 const UNITS: &str = "units";
 const TRAILS: &str = "trails";
 /// The layout of a trail snapshot (its header; the built trails are the sink's bytes).
-pub(crate) const SNAPSHOT_VERSION: u32 = 1;
+/// 2: chains of a base and deltas (`extends`).
+pub(crate) const SNAPSHOT_VERSION: u32 = 2;
 /// The layout of the manifest itself.
 const MANIFEST_VERSION: u32 = 1;
 
@@ -58,10 +66,26 @@ struct Entry {
     notices: Vec<String>,
 }
 
-/// Where the snapshot of `reader`'s `task` lives under `trails`.
-fn snapshot_file(trails: &Path, reader: &str, task: &str) -> PathBuf {
-    let key = output::provenance::sha256_hex(format!("{reader}|{task}").as_bytes());
-    trails.join(format!("{}.snap", &key[..32]))
+/// The file name stem of the snapshots of `reader`'s `task`.
+fn snapshot_key(reader: &str, task: &str) -> String {
+    output::provenance::sha256_hex(format!("{reader}|{task}").as_bytes())[..32].to_string()
+}
+
+/// Where piece `piece` of the snapshot of `reader`'s `task` lives under `trails`: the base
+/// (piece 0) `<key>.snap`, the deltas `<key>.<piece>.snap`.
+fn snapshot_file(trails: &Path, reader: &str, task: &str, piece: usize) -> PathBuf {
+    let key = snapshot_key(reader, task);
+    match piece {
+        0 => trails.join(format!("{key}.snap")),
+        n => trails.join(format!("{key}.{n}.snap")),
+    }
+}
+
+/// What a delta names as the chain it extends: a digest of the chain's unit fingerprints.
+pub(crate) fn units_digest(units: &[String]) -> String {
+    let mut sorted: Vec<&str> = units.iter().map(String::as_str).collect();
+    sorted.sort_unstable();
+    output::provenance::sha256_hex(sorted.join("\n").as_bytes())
 }
 
 /// Writes snapshots (compressed, temp file and rename) on a thread of its own, so that the next
@@ -87,7 +111,17 @@ impl SnapshotWriter {
                 }
                 drop(snap.trails);
                 let packed = zstd::bulk::compress(&raw, 1)?;
-                output::write_atomic(&snapshot_file(&trails, &reader, &snap.task), &packed)?;
+                output::write_atomic(&snapshot_file(&trails, &reader, &snap.task, snap.piece), &packed)?;
+                if snap.piece == 0 {
+                    // the deltas the new base includes
+                    for n in 1.. {
+                        let delta = snapshot_file(&trails, &reader, &snap.task, n);
+                        if !delta.is_file() {
+                            break;
+                        }
+                        std::fs::remove_file(&delta).with_context(|| format!("{}: cannot remove", delta.display()))?;
+                    }
+                }
             }
             Ok(())
         });
@@ -142,7 +176,7 @@ pub struct Current {
 }
 
 /// One built trail of a snapshot.
-#[derive(Debug, Clone, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
 pub struct SnapshotTrail {
     pub trail: String,
     pub steps: Vec<u64>,
@@ -151,6 +185,9 @@ pub struct SnapshotTrail {
     /// the sink's bytes
     #[serde(skip)]
     pub bytes: Vec<u8>,
+    /// the sink's bytes of the deltas that add checkpoints to it, in order (read from a chain)
+    #[serde(skip)]
+    pub more: Vec<Vec<u8>>,
 }
 
 /// What a task's rows were built into, and from which units.
@@ -160,9 +197,42 @@ pub struct Snapshot {
     /// the sink's own format ([`crate::source::TrailSink::format`])
     pub format: String,
     pub task: String,
-    /// the fingerprints of the units, sorted
+    /// the fingerprints of the units, sorted (of a delta: the units it adds; read from a chain:
+    /// every piece's)
     pub units: Vec<String>,
     pub trails: Vec<SnapshotTrail>,
+    /// of a delta: the [`units_digest`] of the chain it extends; None for a base
+    pub extends: Option<String>,
+    /// where it is written: 0 the base, n the n-th delta; read from a chain: how many pieces
+    pub piece: usize,
+}
+
+impl Snapshot {
+    /// Adds a delta read after it (its units, and each trail's new checkpoints); false, and
+    /// nothing added, if the delta has a trail it lacks or a checkpoint it already has.
+    fn extend(&mut self, delta: Snapshot) -> bool {
+        let fits = delta.trails.iter().all(|d| {
+            d.steps.is_empty()
+                || self
+                    .trails
+                    .iter()
+                    .any(|t| t.trail == d.trail && d.steps.iter().all(|s| t.steps.binary_search(s).is_err()))
+        });
+        if !fits {
+            return false;
+        }
+        for d in delta.trails.into_iter().filter(|d| !d.steps.is_empty()) {
+            let t = self.trails.iter_mut().find(|t| t.trail == d.trail).expect("checked above");
+            t.steps.extend(d.steps);
+            t.steps.sort_unstable();
+            t.derived.extend(d.derived);
+            t.more.push(d.bytes);
+        }
+        self.units.extend(delta.units);
+        self.units.sort();
+        self.piece += 1;
+        true
+    }
 }
 
 #[derive(Debug, Default, Serialize, Deserialize)]
@@ -308,19 +378,17 @@ impl Cache {
         self.entries.get(&(source, u.step, u.task.clone())).map(Entry::fingerprint)
     }
 
-    fn snapshot_path(&self, reader: &dyn Reader, task: &str) -> PathBuf {
-        snapshot_file(&self.dir.join(TRAILS), reader.name(), task)
-    }
-
     /// The snapshot of `task`'s trails in the sink's `format`, if one is there and readable (an
-    /// unreadable one is a note, and built again).
+    /// unreadable one is a note, and built again): its base with the deltas that extend it, in
+    /// order (`piece` says how many pieces were read; each trail's `more` holds the deltas' bytes).
     pub fn snapshot(&mut self, reader: &dyn Reader, task: &str, format: &str) -> Option<Snapshot> {
-        let path = self.snapshot_path(reader, task);
+        let trails = self.dir.join(TRAILS);
+        let path = snapshot_file(&trails, reader.name(), task, 0);
         if !path.is_file() {
             return None;
         }
-        let read = || -> Result<Snapshot> {
-            let bytes = zstd::decode_all(std::fs::File::open(&path)?)?;
+        let read = |path: &Path| -> Result<Snapshot> {
+            let bytes = zstd::decode_all(std::fs::File::open(path)?)?;
             let mut cursor = crate::frames::Cursor::new(&bytes);
             let mut snap: Snapshot = serde_json::from_slice(cursor.frame()?)?;
             for t in &mut snap.trails {
@@ -329,17 +397,34 @@ impl Cache {
             cursor.finish()?;
             Ok(snap)
         };
-        match read() {
-            Ok(s) if s.version == SNAPSHOT_VERSION && s.format == format && s.task == task => Some(s),
+        let usable = |s: &Snapshot| s.version == SNAPSHOT_VERSION && s.format == format && s.task == task;
+        let mut base = match read(&path) {
+            Ok(s) if usable(&s) && s.extends.is_none() => s,
             Ok(_) => {
                 self.other_format += 1;
-                None
+                return None;
             }
             Err(e) => {
                 self.notes.push(format!("{}: unreadable trail snapshot ({e:#}); built again", path.display()));
-                None
+                return None;
+            }
+        };
+        base.piece = 1;
+        loop {
+            let path = snapshot_file(&trails, reader.name(), task, base.piece);
+            if !path.is_file() {
+                break;
+            }
+            let delta = match read(&path) {
+                Ok(d) if usable(&d) && d.extends.as_deref() == Some(units_digest(&base.units).as_str()) => d,
+                // left over from an interrupted write, or unreadable: its units are read again
+                _ => break,
+            };
+            if !base.extend(delta) {
+                break;
             }
         }
+        Some(base)
     }
 
     /// A writer of this cache's snapshots, on a thread of its own.
@@ -443,11 +528,12 @@ impl Cache {
         self.entries.retain(|(source, _, _), _| source.is_file());
         // the snapshots of tasks no entry has any more
         let tasks: std::collections::BTreeSet<&str> = self.entries.values().map(|e| e.task.as_str()).collect();
-        let kept: std::collections::BTreeSet<PathBuf> = tasks.iter().map(|t| self.snapshot_path(reader, t)).collect();
+        let kept: std::collections::BTreeSet<String> = tasks.iter().map(|t| snapshot_key(reader.name(), t)).collect();
         if let Ok(dir) = std::fs::read_dir(self.dir.join(TRAILS)) {
             for f in dir {
                 let p = f?.path();
-                if p.extension().is_some_and(|x| x == "snap") && !kept.contains(&p) {
+                let key = p.file_name().and_then(|n| n.to_str()).and_then(|n| n.split('.').next()).unwrap_or("");
+                if p.extension().is_some_and(|x| x == "snap") && !kept.contains(key) {
                     std::fs::remove_file(&p).with_context(|| format!("{}: cannot remove", p.display()))?;
                 }
             }

@@ -76,6 +76,10 @@ pub struct Ingest {
     pub verify: bool,
     /// keep only the tasks (trails) whose name contains one of these; all when empty
     pub tasks: Vec<String>,
+    /// add new checkpoints to the cache's trail snapshots as deltas, without restoring them
+    /// (`analysis ingest`): the sink is handed the new checkpoints' rows alone, as a trail of
+    /// its own, and what it builds of them is saved as the delta
+    pub deltas: bool,
 }
 
 impl Ingest {
@@ -120,6 +124,11 @@ pub trait TrailSink {
     /// Adds new checkpoints' rows (ordered by step and example) to a restored trail; they score
     /// the same examples and questions as its checkpoints (checked).
     fn extend(&mut self, _trail: &str, _rows: Vec<ExampleRecord>) -> Result<()> {
+        bail!("this sink extends nothing")
+    }
+    /// Adds what [`TrailSink::save`] wrote of later checkpoints alone (a snapshot's delta) to a
+    /// restored trail.
+    fn extend_saved(&mut self, _trail: &str, _bytes: &[u8]) -> Result<()> {
         bail!("this sink extends nothing")
     }
 }
@@ -274,14 +283,27 @@ pub fn load(
             same_examples(&trail, &per_step)?;
             same_questions(&trail, &per_step)?;
             let probe_rows: Vec<_> = probes.iter().filter_map(|s| per_step.remove(s)).collect();
+            drop(probe_rows);
             let mut rows: Vec<ExampleRecord> = per_step.into_values().flat_map(|(_, rows)| rows).collect();
             rows.sort_by(|a, b| (a.step, &a.example_id).cmp(&(b.step, &b.example_id)));
-            let mut derived = crate::summarise(&rows)?;
+            let derived_here = crate::summarise(&rows)?;
+            let mut steps_here: Vec<u64> = rows.iter().map(|r| r.step).collect();
+            steps_here.dedup();
+            let mut derived = derived_here.clone();
             match stored {
+                // as a delta: the new checkpoints alone, the stored panel not read
+                Some(t) if ingest.deltas => {
+                    derived.extend(t.derived.iter().cloned());
+                    if !rows.is_empty() {
+                        sink.rows(&trail, rows)?;
+                    }
+                }
                 Some(t) => {
-                    drop(probe_rows);
                     derived.extend(t.derived.iter().cloned());
                     sink.restore(&trail, &t.bytes)?;
+                    for bytes in &t.more {
+                        sink.extend_saved(&trail, bytes)?;
+                    }
                     if !rows.is_empty() {
                         sink.extend(&trail, rows)?;
                     }
@@ -294,16 +316,31 @@ pub fn load(
                     aggregate.push(t.clone());
                 }
             }
-            let steps: Vec<u64> = sampled.into_iter().collect();
-            built.push(crate::cache::SnapshotTrail { trail: trail.clone(), steps, derived, bytes: Vec::new() });
+            let (steps, derived) = match (stored, ingest.deltas) {
+                (Some(_), true) => (steps_here, derived_here),
+                _ => (sampled.into_iter().collect(), derived),
+            };
+            built.push(crate::cache::SnapshotTrail { trail: trail.clone(), steps, derived, ..Default::default() });
         }
-        // a new snapshot where something was read and every trail of the task was built
+        // what is written: where something was read, a delta of it (`deltas`, beside a snapshot)
+        // or a new base of every checkpoint; where a chain of pieces was restored, one base of it
         let read_new = snap.as_ref().is_none_or(|s| units.len() > s.units.len());
-        if let (Some(c), Some(w), Some(f), true, true) = (&cache, &mut writer, &format, complete, read_new) {
+        let as_delta = ingest.deltas && snap.is_some();
+        let chained = snap.as_ref().is_some_and(|s| s.piece > 1);
+        let write = read_new || (chained && !as_delta);
+        if let (Some(c), Some(w), Some(f), true, true) = (&cache, &mut writer, &format, complete, write) {
             let fingerprints: Option<Vec<String>> = units.iter().map(|u| c.fingerprint(u)).collect();
             if let Some(mut fps) = fingerprints {
+                let (extends, piece) = match (&snap, as_delta) {
+                    (Some(s), true) => {
+                        let covered: BTreeSet<&String> = s.units.iter().collect();
+                        fps.retain(|fp| !covered.contains(fp));
+                        (Some(crate::cache::units_digest(&s.units)), s.piece)
+                    }
+                    _ => (None, 0),
+                };
                 fps.sort();
-                for t in &mut built {
+                for t in built.iter_mut().filter(|t| !(as_delta && t.steps.is_empty())) {
                     t.bytes = sink.save(&t.trail)?;
                 }
                 let snap = crate::cache::Snapshot {
@@ -312,6 +349,8 @@ pub fn load(
                     task: task.clone(),
                     units: fps,
                     trails: built,
+                    extends,
+                    piece,
                 };
                 w.write(snap)?;
             }

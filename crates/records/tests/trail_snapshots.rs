@@ -2,7 +2,9 @@
 //! summary of each trail's rows, on the OLMES fixture (a multiple-choice and a generation task,
 //! three checkpoints): a second load restores every trail without handing over a row and gives
 //! the same task rows; a new checkpoint is handed over alone, beside the restored trail; a sink of
-//! another format (another build) builds every trail again, with a note.
+//! another format (another build) builds every trail again, with a note; with `deltas` (`analysis
+//! ingest`) a new checkpoint is saved as a delta without the cached trail being read, and the
+//! next load restores the trail with its delta and writes them back as one.
 
 use records::harness::StepRule;
 use records::olmes::Olmes;
@@ -19,6 +21,8 @@ struct Summary {
     rows_calls: usize,
     restores: usize,
     extended: Vec<(String, Vec<u64>)>,
+    /// deltas merged into restored trails
+    deltas_merged: usize,
 }
 
 impl TrailSink for Summary {
@@ -47,6 +51,15 @@ impl TrailSink for Summary {
         t.sort();
         Ok(())
     }
+    fn extend_saved(&mut self, trail: &str, bytes: &[u8]) -> anyhow::Result<()> {
+        self.deltas_merged += 1;
+        let more: Vec<(u64, String)> = serde_json::from_slice(bytes)?;
+        let t = self.trails.get_mut(trail).unwrap();
+        assert!(more.iter().all(|m| !t.contains(m)), "a delta adds only checkpoints the trail lacks");
+        t.extend(more);
+        t.sort();
+        Ok(())
+    }
 }
 
 /// `input` read by `reader` (through the ingest cache `cache`, if any) into a new sink of `format`.
@@ -56,9 +69,12 @@ fn load_with(
     cache: Option<&Path>,
     format: &str,
 ) -> anyhow::Result<(Loaded, Summary)> {
+    load_ingest(reader, input, &Ingest { cache: cache.map(Path::to_path_buf), ..Ingest::default() }, format)
+}
+
+fn load_ingest(reader: &dyn Reader, input: &Path, ingest: &Ingest, format: &str) -> anyhow::Result<(Loaded, Summary)> {
     let mut sink = Summary { format: format.into(), ..Summary::default() };
-    let ingest = Ingest { cache: cache.map(Path::to_path_buf), ..Ingest::default() };
-    let loaded = load(reader, &[input.to_path_buf()], &StepRule::default(), &ingest, &mut sink)?;
+    let loaded = load(reader, &[input.to_path_buf()], &StepRule::default(), ingest, &mut sink)?;
     Ok((loaded, sink))
 }
 
@@ -216,4 +232,73 @@ fn notices_are_said_in_file_order_beside_cached_panels() {
     let grown = go(Some(&cache));
     assert!(grown[0].contains("step_050.txt") && grown[0].contains("2 more files"), "{grown:?}");
     assert_eq!(grown, go(None), "as a full read says them");
+}
+
+/// The snapshot files under the cache's trails/ folder: (bases, deltas).
+fn snapshot_files(cache: &Path) -> (usize, usize) {
+    let names: Vec<String> = std::fs::read_dir(cache.join("trails"))
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .collect();
+    let deltas = names.iter().filter(|n| n.matches('.').count() == 2).count();
+    (names.len() - deltas, deltas)
+}
+
+/// `analysis ingest`'s way: new checkpoints become deltas beside the cached trails, which are not
+/// read; a report restores trail and deltas (the trail built whole) and writes them back as one;
+/// a delta that does not extend its base (left over, or broken) is not used, its units read again.
+#[test]
+fn new_checkpoints_are_kept_as_deltas_and_a_full_load_folds_them_in() {
+    let d = tempfile::tempdir().unwrap();
+    let input =
+        lines_folder(d.path(), &[("step_100.txt", "a,1,4\na,2,4\n"), ("step_200.txt", "a,1,4\na,2,4\nb,1,2\n")]);
+    let cache = d.path().join("cache");
+    let deltas = Ingest { cache: Some(cache.clone()), deltas: true, ..Ingest::default() };
+    let ingest = |input: &Path| load_ingest(&Lines, input, &deltas, "v1").unwrap();
+    let report = |input: &Path| load_with(&Lines, input, Some(&cache), "v1").unwrap();
+    // no snapshot yet: built whole, as a base
+    let (first, built) = ingest(&input);
+    assert_eq!((first.parsed, built.rows_calls, snapshot_files(&cache)), (2, 2, (1, 0)));
+    // two checkpoints arrive, one ingest each: the new rows alone are handed over, as trails of
+    // their own, and saved as deltas; the stored trails are not read
+    std::fs::write(input.join("step_300.txt"), "a,1,4\na,2,4\nb,1,2\n").unwrap();
+    let (l, s) = ingest(&input);
+    assert_eq!((l.parsed, l.cached, l.restored, s.restores), (1, 2, 0, 0), "step 300 parsed, 100 and 200 probed");
+    assert_eq!(s.trails["t/a"], vec![(300, "1".to_string()), (300, "2".to_string())]);
+    assert_eq!(snapshot_files(&cache), (1, 1));
+    let again = ingest(&input);
+    assert_eq!((again.0.parsed, again.0.cached, again.1.rows_calls, snapshot_files(&cache)), (0, 0, 0, (1, 1)));
+    std::fs::write(input.join("step_050.txt"), "a,1,4\na,2,4\n").unwrap();
+    let (l, _) = ingest(&input);
+    assert_eq!((l.parsed, snapshot_files(&cache)), (1, (1, 2)), "a checkpoint before the others too");
+    // a report's load: the base restored, both deltas merged, the trail as a full read builds it;
+    // then written back as one base
+    let whole = load_with(&Lines, &input, None, "v1").unwrap();
+    let (r, s) = report(&input);
+    assert_eq!((r.parsed, r.cached, r.restored, s.restores, s.deltas_merged, s.rows_calls), (0, 0, 4, 2, 3, 0));
+    assert_eq!(s.trails, whole.1.trails);
+    assert_eq!(r.tasks, whole.0.tasks);
+    assert_eq!(snapshot_files(&cache), (1, 0), "folded into the base");
+    let (r, s) = report(&input);
+    assert_eq!((r.restored, s.deltas_merged), (4, 0));
+    assert_eq!(s.trails, whole.1.trails);
+
+    // a broken delta: not used, its unit read from the cache again (and the trail still whole)
+    std::fs::write(input.join("step_400.txt"), "a,1,4\na,2,4\nb,1,2\n").unwrap();
+    ingest(&input);
+    let delta = std::fs::read_dir(cache.join("trails"))
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .find(|p| p.to_string_lossy().ends_with(".1.snap"))
+        .unwrap();
+    std::fs::write(&delta, b"not a snapshot").unwrap();
+    let whole = load_with(&Lines, &input, None, "v1").unwrap();
+    let (r, s) = report(&input);
+    assert_eq!(
+        (r.parsed, r.cached, r.restored, s.deltas_merged),
+        (0, 3, 2, 0),
+        "step 400 from the cache, 050 and 200 probed"
+    );
+    assert_eq!(s.trails, whole.1.trails);
+    assert_eq!(snapshot_files(&cache), (1, 0));
 }

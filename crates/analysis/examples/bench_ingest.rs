@@ -1,8 +1,9 @@
 //! `bench_ingest`: `analysis report` on an lm-eval-shaped folder (scripts/make_lm_eval_fixture.py
 //! with `--tasks`), cold (no ingest cache), warm (every file cached) and incremental (one new
-//! checkpoint's files to parse, the rest cached), against a plain pandas script that reads the
-//! same JSON lines and computes only task MTV and flip rates (scripts/bench_ingest_pandas.py).
-//! Each repetition runs the four side by side (interleaved); each is a child process whose time
+//! checkpoint's files to parse, the rest cached), `analysis ingest` of a new checkpoint (a delta
+//! beside the cached panels) and the report after it, against a plain pandas script that reads
+//! the same JSON lines and computes only task MTV and flip rates (scripts/bench_ingest_pandas.py).
+//! Each repetition runs them side by side (interleaved); each is a child process whose time
 //! and peak RSS (wait4's ru_maxrss) are measured, and `analysis report`'s own split of its time
 //! (reading vs analysing, printed on stderr) is kept. Writes runs/bench/ingest-<label>.summary.json.
 //!
@@ -76,18 +77,28 @@ fn main() -> Result<()> {
         c.arg("report").arg(&folder).arg("--out").arg(&out).args(extra);
         c
     };
+    let leave_and_return = || -> Result<()> {
+        std::fs::rename(&last, &held)?;
+        let gone = run(&mut report(&[]));
+        std::fs::rename(&held, &last)?;
+        gone.map(drop)
+    };
     let (mut cold, mut warm, mut incr, mut pandas) = (vec![], vec![], vec![], vec![]);
+    let (mut ingested, mut after) = (vec![], vec![]);
     for rep in 0..reps {
         let _ = std::fs::remove_dir_all(&cache);
         let c = run(&mut report(&[]))?;
         let w = run(&mut report(&[]))?;
-        // the newest checkpoint leaves, the cache forgets it, it arrives again
-        std::fs::rename(&last, &held)?;
-        let gone = run(&mut report(&[]));
-        std::fs::rename(&held, &last)?;
-        gone?;
+        // the newest checkpoint leaves, the cache forgets it, it arrives again: a report
+        leave_and_return()?;
         let i = run(&mut report(&[]))?;
         ensure!(i.stderr.contains("file(s) parsed") && !i.stderr.contains(" 0 file(s) parsed"), "{}", i.stderr);
+        // and again: `analysis ingest` (a delta beside the cached panels), then a report
+        leave_and_return()?;
+        let g = run(Command::new("target/release/analysis").arg("ingest").arg(&folder).arg("--out").arg(&out))?;
+        ensure!(g.stderr.contains("kept in their tasks' cached panels (not read)"), "{}", g.stderr);
+        let a = run(&mut report(&[]))?;
+        ensure!(a.stderr.contains(" 0 file(s) parsed"), "{}", a.stderr);
         let p = run(Command::new(".venv/bin/python").arg("scripts/bench_ingest_pandas.py").arg(&folder))?;
         eprintln!(
             "rep {rep}: cold {:.1} s ({:.1} s reading, {:.0} MB), warm {:.1} s ({:.1} s reading, {:.0} MB), incremental {:.1} s ({:.1} s reading), pandas {:.1} s ({:.0} MB)",
@@ -102,9 +113,12 @@ fn main() -> Result<()> {
             p.seconds,
             p.rss_mb
         );
+        eprintln!("rep {rep}: ingest of one new checkpoint {:.2} s ({:.0} MB), the report after it {:.1} s", g.seconds, g.rss_mb, a.seconds);
         cold.push(c);
         warm.push(w);
         incr.push(i);
+        ingested.push(g);
+        after.push(a);
         pandas.push(p);
     }
     let spread = |v: &[Run], f: &dyn Fn(&Run) -> f64| Spread::of(&v.iter().map(f).collect::<Vec<_>>());
@@ -127,6 +141,8 @@ fn main() -> Result<()> {
         row(format!("report cold, {what}"), "s", spread(&cold, &secs), Some(("pandas MTV + flips", pandas_s))),
         row(format!("report warm, {what}"), "s", spread(&warm, &secs), Some(("pandas MTV + flips", pandas_s))),
         row(format!("report, one new checkpoint, {what}"), "s", spread(&incr, &secs), None),
+        row(format!("analysis ingest, one new checkpoint, {what}"), "s", spread(&ingested, &secs), None),
+        row(format!("report after that ingest, {what}"), "s", spread(&after, &secs), None),
         row(format!("reading cold (parse + cache), {what}"), "s", spread(&cold, &reading), None),
         row(format!("reading warm (cache), {what}"), "s", spread(&warm, &reading), None),
         row(format!("reading, one new checkpoint, {what}"), "s", spread(&incr, &reading), None),
@@ -142,7 +158,9 @@ fn main() -> Result<()> {
         "folder": folder, "lines": lines, "bytes": bytes, "checkpoints": ckpts.len(), "reps": reps,
         "threads": std::thread::available_parallelism().map(|n| n.get()).unwrap_or(1),
         "cold_s": cold.iter().map(secs).collect::<Vec<_>>(), "warm_s": warm.iter().map(secs).collect::<Vec<_>>(),
-        "incremental_s": incr.iter().map(secs).collect::<Vec<_>>(), "pandas_s": pandas.iter().map(secs).collect::<Vec<_>>(),
+        "incremental_s": incr.iter().map(secs).collect::<Vec<_>>(),
+        "ingest_one_new_s": ingested.iter().map(secs).collect::<Vec<_>>(), "report_after_ingest_s": after.iter().map(secs).collect::<Vec<_>>(),
+        "pandas_s": pandas.iter().map(secs).collect::<Vec<_>>(),
         "cold_rss_mb": cold.iter().map(rss).collect::<Vec<_>>(), "warm_rss_mb": warm.iter().map(rss).collect::<Vec<_>>(),
         "pandas_rss_mb": pandas.iter().map(rss).collect::<Vec<_>>(),
     });

@@ -113,7 +113,10 @@ fn main() -> Result<()> {
             p.seconds,
             p.rss_mb
         );
-        eprintln!("rep {rep}: ingest of one new checkpoint {:.2} s ({:.0} MB), the report after it {:.1} s", g.seconds, g.rss_mb, a.seconds);
+        eprintln!(
+            "rep {rep}: ingest of one new checkpoint {:.2} s ({:.0} MB), the report after it {:.1} s",
+            g.seconds, g.rss_mb, a.seconds
+        );
         cold.push(c);
         warm.push(w);
         incr.push(i);

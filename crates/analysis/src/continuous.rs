@@ -178,4 +178,14 @@ mod tests {
         assert_eq!(Metric::CharF1.value(&r), Some(1.0));
         assert!(!Metric::CharF1.is_binary());
     }
+
+    /// An empty gold continuation (0 bytes) has no bits per byte, not an infinite one (the
+    /// survivor of mutation testing: the guard `b > 0` replaced by `true` or `>=`).
+    #[test]
+    fn no_bits_per_byte_of_an_empty_continuation() {
+        let empty = row(vec![-1.0, -2.0], 0, vec![0, 3]);
+        assert_eq!(Metric::BitsPerByte.value(&empty), None);
+        let one = row(vec![-1.0, -2.0], 0, vec![1, 3]);
+        assert!((Metric::BitsPerByte.value(&one).unwrap() - 1.0 / 2f64.ln()).abs() < 1e-12);
+    }
 }

@@ -53,6 +53,22 @@ mod tests {
         assert_eq!(power_at(0.7333996744712747, 0.001, 10, 2, 0.05), 1.0);
     }
 
+    /// Each input the size cannot be worked from gives None, alone (the survivors of mutation
+    /// testing: each `||` of the guard replaced by `&&`, `se < 0` by `se == 0` or `se <= 0`); an
+    /// exact measurement (se 0) needs one example.
+    #[test]
+    fn inputs_it_cannot_work_from() {
+        let ok = |effect: f64, se: f64, n: usize| n_for_power(effect, se, n, 0.05, 0.8);
+        assert_eq!(ok(f64::NAN, 0.01, 400), None);
+        assert_eq!(ok(f64::INFINITY, 0.01, 400), None);
+        assert_eq!(ok(0.02, f64::NAN, 400), None);
+        assert_eq!(ok(0.02, f64::INFINITY, 400), None);
+        assert_eq!(ok(0.02, -0.01, 400), None);
+        assert_eq!(ok(0.02, 0.01, 0), None);
+        assert_eq!(ok(0.02, 0.0, 400), Some(1));
+        assert!(ok(-0.02, 0.01, 400).is_some(), "the sign of the effect does not matter");
+    }
+
     proptest! {
         #[test]
         fn the_size_found_has_the_power_asked(effect in 1e-3..1.0f64, se in 1e-3..1.0f64, n in 10usize..10_000, power in 0.5..0.99f64) {

@@ -6,11 +6,19 @@
 # target/mutants/analysis-FILE/complete; scripts/mutants_table.py makes the table from them.
 set -uo pipefail
 cd "$(dirname "$0")/.."
+# cargo-mutants exits 0 (all caught), 2 (some missed) or 3 (some timed out) after a full run; 1 or
+# 4 (the unmutated baseline failed) means no verdicts: the file is not marked complete
+verdicts() { [ "$1" = 0 ] || [ "$1" = 2 ] || [ "$1" = 3 ]; }
 for f in "$@"; do
+  rm -f target/mutants/analysis-$f/complete
   echo "=== $f pass 1 $(date)"
   MUTANTS_FILES=$f MUTANTS_TESTS=lib MUTANTS_OUT=target/mutants/analysis-$f bash scripts/mutants.sh analysis 0/1
+  rc=$?
+  verdicts $rc || { echo "=== $f pass 1 failed (exit $rc) $(date)"; continue; }
   echo "=== $f pass 2 $(date)"
   MUTANTS_FILES=$f MUTANTS_OUT=target/mutants/analysis-$f bash scripts/mutants.sh analysis 0/1 --iterate
+  rc=$?
+  verdicts $rc || { echo "=== $f pass 2 failed (exit $rc) $(date)"; continue; }
   touch target/mutants/analysis-$f/complete
   echo "=== $f done $(date)"
 done

@@ -236,6 +236,21 @@ fn a_new_checkpoint_that_scores_other_examples_is_refused_beside_the_cached_pane
     assert!(!o.status.success(), "{e}");
     assert!(e.contains(&cut.display().to_string()) && e.contains("scores other examples"), "{e}");
     assert_eq!(tables(&out), before, "the earlier report is left as it was");
+    // `analysis ingest` checks the same, without reading the cached panels
+    let o = ingest(&input, &out);
+    let e = String::from_utf8_lossy(&o.stderr);
+    assert!(!o.status.success() && e.contains("scores other examples"), "{e}");
+
+    // the doc back, but with other text (its doc hash changed): refused by both
+    let mut lines: Vec<String> = text.lines().map(String::from).collect();
+    let at = lines[0].find("\"doc_hash\": \"").unwrap() + "\"doc_hash\": \"".len();
+    lines[0].replace_range(at..at + 8, "00000000");
+    std::fs::write(&cut, lines.join("\n") + "\n").unwrap();
+    for o in [ingest(&input, &out), report(&input, &out, &[])] {
+        let e = String::from_utf8_lossy(&o.stderr);
+        assert!(!o.status.success() && e.contains("has other text (item hash) at step 400"), "{e}");
+    }
+    assert_eq!(tables(&out), before);
 }
 
 #[test]

@@ -81,6 +81,20 @@ fn snapshot_file(trails: &Path, reader: &str, task: &str, piece: usize) -> PathB
     }
 }
 
+/// Removes the deltas of `reader`'s `task` from the `from`-th on.
+fn remove_deltas(trails: &Path, reader: &str, task: &str, from: usize) -> Result<()> {
+    let prefix = format!("{}.", snapshot_key(reader, task));
+    for f in std::fs::read_dir(trails).with_context(|| format!("{}: cannot list", trails.display()))? {
+        let p = f?.path();
+        let name = p.file_name().and_then(|n| n.to_str()).unwrap_or("");
+        let n = name.strip_prefix(&prefix).and_then(|r| r.strip_suffix(".snap")).and_then(|n| n.parse::<usize>().ok());
+        if n.is_some_and(|n| n >= from) {
+            std::fs::remove_file(&p).with_context(|| format!("{}: cannot remove", p.display()))?;
+        }
+    }
+    Ok(())
+}
+
 /// What a delta names as the chain it extends: a digest of the chain's unit fingerprints.
 pub(crate) fn units_digest(units: &[String]) -> String {
     let mut sorted: Vec<&str> = units.iter().map(String::as_str).collect();
@@ -113,14 +127,8 @@ impl SnapshotWriter {
                 let packed = zstd::bulk::compress(&raw, 1)?;
                 output::write_atomic(&snapshot_file(&trails, &reader, &snap.task, snap.piece), &packed)?;
                 if snap.piece == 0 {
-                    // the deltas the new base includes
-                    for n in 1.. {
-                        let delta = snapshot_file(&trails, &reader, &snap.task, n);
-                        if !delta.is_file() {
-                            break;
-                        }
-                        std::fs::remove_file(&delta).with_context(|| format!("{}: cannot remove", delta.display()))?;
-                    }
+                    // the deltas the new base includes, and any left over beyond them
+                    remove_deltas(&trails, &reader, &snap.task, 1)?;
                 }
             }
             Ok(())
@@ -204,6 +212,7 @@ pub struct Snapshot {
     /// of a delta: the [`units_digest`] of the chain it extends; None for a base
     pub extends: Option<String>,
     /// where it is written: 0 the base, n the n-th delta; read from a chain: how many pieces
+    #[serde(default)]
     pub piece: usize,
 }
 
@@ -381,13 +390,20 @@ impl Cache {
     /// The snapshot of `task`'s trails in the sink's `format`, if one is there and readable (an
     /// unreadable one is a note, and built again): its base with the deltas that extend it, in
     /// order (`piece` says how many pieces were read; each trail's `more` holds the deltas' bytes).
-    pub fn snapshot(&mut self, reader: &dyn Reader, task: &str, format: &str) -> Option<Snapshot> {
+    /// With `headers_only` the trails' bytes are left empty and not read (each file's first frame
+    /// is decompressed alone): what a delta needs of the chain it extends.
+    pub fn snapshot(&mut self, reader: &dyn Reader, task: &str, format: &str, headers_only: bool) -> Option<Snapshot> {
         let trails = self.dir.join(TRAILS);
         let path = snapshot_file(&trails, reader.name(), task, 0);
         if !path.is_file() {
             return None;
         }
         let read = |path: &Path| -> Result<Snapshot> {
+            if headers_only {
+                let mut stream = zstd::stream::read::Decoder::new(std::fs::File::open(path)?)?;
+                // a header names units and steps: far below 1 GB
+                return Ok(serde_json::from_slice(&crate::frames::read_frame(&mut stream, 1 << 30)?)?);
+            }
             let bytes = zstd::decode_all(std::fs::File::open(path)?)?;
             let mut cursor = crate::frames::Cursor::new(&bytes);
             let mut snap: Snapshot = serde_json::from_slice(cursor.frame()?)?;
@@ -416,11 +432,18 @@ impl Cache {
                 break;
             }
             let delta = match read(&path) {
-                Ok(d) if usable(&d) && d.extends.as_deref() == Some(units_digest(&base.units).as_str()) => d,
-                // left over from an interrupted write, or unreadable: its units are read again
-                _ => break,
+                Ok(d) if usable(&d) && d.extends.as_deref() == Some(units_digest(&base.units).as_str()) => Some(d),
+                // left over from an interrupted write, or unreadable: its units are read again.
+                // (The digest is the simple rule, "a delta extends the chain it was built on"; a
+                // delta's rows are its own units', content-addressed, so what it can guard
+                // beyond `extend`'s refusal of a step twice is only that rule itself.)
+                _ => None,
             };
-            if !base.extend(delta) {
+            if !delta.is_some_and(|d| base.extend(d)) {
+                // it and any after it can never extend this chain (the lock is held)
+                if let Err(e) = remove_deltas(&trails, reader.name(), task, base.piece) {
+                    self.notes.push(format!("{e:#}"));
+                }
                 break;
             }
         }

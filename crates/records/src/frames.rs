@@ -11,6 +11,20 @@ pub fn put(out: &mut Vec<u8>, bytes: &[u8]) {
     out.extend_from_slice(bytes);
 }
 
+/// Reads the next frame from a stream (the first frame of a file without reading the rest);
+/// `limit` bounds its length (a broken length is an error, not an allocation).
+pub fn read_frame(from: &mut impl std::io::Read, limit: u64) -> Result<Vec<u8>> {
+    let mut len = [0u8; 8];
+    from.read_exact(&mut len).context("truncated: no frame length")?;
+    let len = u64::from_le_bytes(len);
+    if len > limit {
+        bail!("a frame of {len} bytes, more than the {limit} allowed");
+    }
+    let mut bytes = vec![0u8; len as usize];
+    from.read_exact(&mut bytes).with_context(|| format!("truncated: a frame of {len} bytes ends early"))?;
+    Ok(bytes)
+}
+
 /// Reads a byte slice front to back.
 pub struct Cursor<'a> {
     bytes: &'a [u8],
@@ -51,6 +65,19 @@ impl<'a> Cursor<'a> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_first_frame_of_a_stream() {
+        let mut out = Vec::new();
+        put(&mut out, b"header");
+        put(&mut out, b"the rest");
+        let mut r = &out[..];
+        assert_eq!(read_frame(&mut r, 100).unwrap(), b"header");
+        assert_eq!(read_frame(&mut r, 100).unwrap(), b"the rest");
+        assert!(read_frame(&mut r, 100).unwrap_err().to_string().contains("no frame length"));
+        assert!(read_frame(&mut &out[..], 5).unwrap_err().to_string().contains("more than the 5 allowed"));
+        assert!(read_frame(&mut &out[..10], 100).unwrap_err().to_string().contains("ends early"));
+    }
 
     #[test]
     fn frames_round_trip_and_refuse_cut_or_long_bytes() {

@@ -190,7 +190,7 @@ pub fn load(
         }
         units.sort();
         let plan = match (&mut cache, &format) {
-            (Some(c), Some(f)) => plan(c, reader, &task, f, &units)?,
+            (Some(c), Some(f)) => plan(c, reader, &task, f, &units, ingest.deltas)?,
             _ => Plan::Whole,
         };
         let mut said = Said::default();
@@ -293,6 +293,9 @@ pub fn load(
             match stored {
                 // as a delta: the new checkpoints alone, the stored panel not read
                 Some(t) if ingest.deltas => {
+                    if let Some(s) = steps_here.iter().find(|s| t.steps.binary_search(s).is_ok()) {
+                        bail!("task {trail}: step {s} is both in the cached panel and in a new file");
+                    }
                     derived.extend(t.derived.iter().cloned());
                     if !rows.is_empty() {
                         sink.rows(&trail, rows)?;
@@ -411,8 +414,15 @@ fn split(
 /// Whether `task`'s snapshot can stand for some of its units: every unit it was built from is
 /// still there and current, and it is not empty. Then the units it does not cover are read, and
 /// for each trail one cached unit holding it (a probe) for the checks of the new ones.
-fn plan(c: &mut crate::cache::Cache, reader: &dyn Reader, task: &str, format: &str, units: &[Unit]) -> Result<Plan> {
-    let Some(snap) = c.snapshot(reader, task, format) else { return Ok(Plan::Whole) };
+fn plan(
+    c: &mut crate::cache::Cache,
+    reader: &dyn Reader,
+    task: &str,
+    format: &str,
+    units: &[Unit],
+    deltas: bool,
+) -> Result<Plan> {
+    let Some(snap) = c.snapshot(reader, task, format, deltas) else { return Ok(Plan::Whole) };
     let current = c.current_all(reader, units)?;
     let covered: BTreeSet<&str> = snap.units.iter().map(String::as_str).collect();
     let mut old = Vec::new();
@@ -558,11 +568,13 @@ pub fn same_examples(task: &str, per_step: &BTreeMap<u64, (PathBuf, Vec<ExampleR
     Ok(())
 }
 
-/// Refuses a trail whose doc has another number of options or another target at one checkpoint
-/// than at an earlier one: its checkpoints would be compared on different questions (a changed
+/// Refuses a trail whose doc has another number of options, another target or other text (its
+/// item hash, where the harness stores one) at one checkpoint than at an earlier one: its checkpoints would be compared on different questions (a changed
 /// task version, a mixed-up folder). The error names both files, the doc and both steps.
 pub fn same_questions(task: &str, per_step: &BTreeMap<u64, (PathBuf, Vec<ExampleRecord>)>) -> Result<()> {
     let mut first: BTreeMap<&str, (usize, u32, u64, &Path, &Vec<String>)> = BTreeMap::new();
+    // the first text hash each doc was given (where the harness stores one)
+    let mut texts: BTreeMap<&str, (&str, u64, &Path)> = BTreeMap::new();
     for (&step, (path, rows)) in per_step {
         for r in rows {
             let seen = first.entry(&r.example_id).or_insert((r.logliks.len(), r.gold, step, path, &r.targets));
@@ -589,6 +601,19 @@ pub fn same_questions(task: &str, per_step: &BTreeMap<u64, (PathBuf, Vec<Example
                     seen.2,
                     seen.3.display()
                 );
+            }
+            // other text with the same options and target (said after them: more specific)
+            if !r.item_hash.is_empty() {
+                let seen = texts.entry(&r.example_id).or_insert((&r.item_hash, step, path));
+                if seen.0 != r.item_hash {
+                    bail!(
+                        "{}: doc {} of task {task} has other text (item hash) at step {step} than at step {} ({}): the checkpoints would be compared on different questions",
+                        path.display(),
+                        r.example_id.strip_prefix(&format!("{task}/")).unwrap_or(&r.example_id),
+                        seen.1,
+                        seen.2.display()
+                    );
+                }
             }
         }
     }

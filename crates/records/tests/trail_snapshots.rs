@@ -274,6 +274,14 @@ fn new_checkpoints_are_kept_as_deltas_and_a_full_load_folds_them_in() {
     // a report's load: the base restored, both deltas merged, the trail as a full read builds it;
     // then written back as one base
     let whole = load_with(&Lines, &input, None, "v1").unwrap();
+    let first_delta = |cache: &Path| {
+        std::fs::read_dir(cache.join("trails"))
+            .unwrap()
+            .map(|e| e.unwrap().path())
+            .find(|p| p.to_string_lossy().ends_with(".1.snap"))
+            .unwrap()
+    };
+    let stale = std::fs::read(first_delta(&cache)).unwrap();
     let (r, s) = report(&input);
     assert_eq!((r.parsed, r.cached, r.restored, s.restores, s.deltas_merged, s.rows_calls), (0, 0, 4, 2, 3, 0));
     assert_eq!(s.trails, whole.1.trails);
@@ -282,16 +290,22 @@ fn new_checkpoints_are_kept_as_deltas_and_a_full_load_folds_them_in() {
     let (r, s) = report(&input);
     assert_eq!((r.restored, s.deltas_merged), (4, 0));
     assert_eq!(s.trails, whole.1.trails);
+    // a delta left over from before the base was written again (a crash between the two): it
+    // names another chain than the base's units, and its step is in the base now: not used, and
+    // removed
+    let key = std::fs::read_dir(cache.join("trails")).unwrap().next().unwrap().unwrap().path();
+    let leftover = key.with_extension("1.snap");
+    std::fs::write(&leftover, &stale).unwrap();
+    assert_eq!(snapshot_files(&cache), (1, 1));
+    let (r, s) = report(&input);
+    assert_eq!((r.parsed, r.cached, r.restored, s.deltas_merged), (0, 0, 4, 0));
+    assert_eq!(s.trails, whole.1.trails);
+    assert_eq!(snapshot_files(&cache), (1, 0), "the leftover is removed");
 
     // a broken delta: not used, its unit read from the cache again (and the trail still whole)
     std::fs::write(input.join("step_400.txt"), "a,1,4\na,2,4\nb,1,2\n").unwrap();
     ingest(&input);
-    let delta = std::fs::read_dir(cache.join("trails"))
-        .unwrap()
-        .map(|e| e.unwrap().path())
-        .find(|p| p.to_string_lossy().ends_with(".1.snap"))
-        .unwrap();
-    std::fs::write(&delta, b"not a snapshot").unwrap();
+    std::fs::write(first_delta(&cache), b"not a snapshot").unwrap();
     let whole = load_with(&Lines, &input, None, "v1").unwrap();
     let (r, s) = report(&input);
     assert_eq!(

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # One new checkpoint on a large lm-eval folder (BENCHMARKS.md, "`analysis ingest`: one new
-# checkpoint added in 3 s"): `analysis ingest` of it, the report after that ingest, a warm report
+# checkpoint added in 1.2 s"): `analysis ingest` of it, the report after that ingest, a warm report
 # after that, and the report with the new checkpoint and no ingest before it, each rep from a fresh
 # copy of the warm cache; the three tables of the two reports are compared byte for byte.
 #

@@ -282,8 +282,10 @@ pub fn load(
             // when it was built), so the new checkpoints are checked against it
             same_examples(&trail, &per_step)?;
             same_questions(&trail, &per_step)?;
-            let probe_rows: Vec<_> = probes.iter().filter_map(|s| per_step.remove(s)).collect();
-            drop(probe_rows);
+            // the probes' rows served the checks; their checkpoints are in the snapshot already
+            for s in &probes {
+                per_step.remove(s);
+            }
             let mut rows: Vec<ExampleRecord> = per_step.into_values().flat_map(|(_, rows)| rows).collect();
             rows.sort_by(|a, b| (a.step, &a.example_id).cmp(&(b.step, &b.example_id)));
             let derived_here = crate::summarise(&rows)?;
@@ -569,12 +571,15 @@ pub fn same_examples(task: &str, per_step: &BTreeMap<u64, (PathBuf, Vec<ExampleR
 }
 
 /// Refuses a trail whose doc has another number of options, another target or other text (its
-/// item hash, where the harness stores one) at one checkpoint than at an earlier one: its checkpoints would be compared on different questions (a changed
-/// task version, a mixed-up folder). The error names both files, the doc and both steps.
+/// item hash, where the harness stores one) at one checkpoint than at an earlier one: its
+/// checkpoints would be compared on different questions (a changed task version, a mixed-up
+/// folder). The error names both files, the doc and both steps.
 pub fn same_questions(task: &str, per_step: &BTreeMap<u64, (PathBuf, Vec<ExampleRecord>)>) -> Result<()> {
     let mut first: BTreeMap<&str, (usize, u32, u64, &Path, &Vec<String>)> = BTreeMap::new();
     // the first text hash each doc was given (where the harness stores one)
     let mut texts: BTreeMap<&str, (&str, u64, &Path)> = BTreeMap::new();
+    let prefix = format!("{task}/");
+    let doc = |r: &ExampleRecord| r.example_id.strip_prefix(&prefix).unwrap_or(&r.example_id).to_string();
     for (&step, (path, rows)) in per_step {
         for r in rows {
             let seen = first.entry(&r.example_id).or_insert((r.logliks.len(), r.gold, step, path, &r.targets));
@@ -582,7 +587,7 @@ pub fn same_questions(task: &str, per_step: &BTreeMap<u64, (PathBuf, Vec<Example
                 bail!(
                     "{}: doc {} of task {task} has target {:?} at step {step}, but target {:?} at step {} ({}): the checkpoints would be compared on different questions",
                     path.display(),
-                    r.example_id.strip_prefix(&format!("{task}/")).unwrap_or(&r.example_id),
+                    doc(r),
                     r.targets,
                     seen.4,
                     seen.2,
@@ -593,7 +598,7 @@ pub fn same_questions(task: &str, per_step: &BTreeMap<u64, (PathBuf, Vec<Example
                 bail!(
                     "{}: doc {} of task {task} has {} options and target {} at step {step}, but {} options and target {} at step {} ({}): the checkpoints would be compared on different questions",
                     path.display(),
-                    r.example_id.strip_prefix(&format!("{task}/")).unwrap_or(&r.example_id),
+                    doc(r),
                     r.logliks.len(),
                     r.gold,
                     seen.0,
@@ -609,7 +614,7 @@ pub fn same_questions(task: &str, per_step: &BTreeMap<u64, (PathBuf, Vec<Example
                     bail!(
                         "{}: doc {} of task {task} has other text (item hash) at step {step} than at step {} ({}): the checkpoints would be compared on different questions",
                         path.display(),
-                        r.example_id.strip_prefix(&format!("{task}/")).unwrap_or(&r.example_id),
+                        doc(r),
                         seen.1,
                         seen.2.display()
                     );

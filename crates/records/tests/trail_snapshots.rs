@@ -316,3 +316,39 @@ fn new_checkpoints_are_kept_as_deltas_and_a_full_load_folds_them_in() {
     assert_eq!(s.trails, whole.1.trails);
     assert_eq!(snapshot_files(&cache), (1, 0));
 }
+
+/// A cache written by the previous layout (snapshot version 1: no `extends`, no `piece` in the
+/// header) still loads: its snapshot is read, found of another layout (a note), and the trail is
+/// built again from the cached units, as a full read builds it.
+#[test]
+fn a_snapshot_of_the_previous_layout_is_rebuilt_from_the_cached_units() {
+    let d = tempfile::tempdir().unwrap();
+    let input = lines_folder(d.path(), &[("step_100.txt", "a,1,4\na,2,4\n"), ("step_200.txt", "a,1,4\na,2,4\n")]);
+    let cache = d.path().join("cache");
+    load_with(&Lines, &input, Some(&cache), "v1").unwrap();
+    // the base snapshot rewritten as version 1 wrote it
+    let base = std::fs::read_dir(cache.join("trails")).unwrap().next().unwrap().unwrap().path();
+    let bytes = zstd::decode_all(std::fs::File::open(&base).unwrap()).unwrap();
+    let mut cursor = records::frames::Cursor::new(&bytes);
+    let mut header: serde_json::Value = serde_json::from_slice(cursor.frame().unwrap()).unwrap();
+    let trails = header["trails"].as_array().unwrap().len();
+    let obj = header.as_object_mut().unwrap();
+    assert!(obj.remove("extends").is_some() && obj.remove("piece").is_some());
+    obj.insert("version".into(), 1.into());
+    let mut old = Vec::new();
+    records::frames::put(&mut old, &serde_json::to_vec(&header).unwrap());
+    for _ in 0..trails {
+        records::frames::put(&mut old, cursor.frame().unwrap());
+    }
+    cursor.finish().unwrap();
+    std::fs::write(&base, zstd::bulk::compress(&old, 1).unwrap()).unwrap();
+
+    let whole = load_with(&Lines, &input, None, "v1").unwrap();
+    let (l, s) = load_with(&Lines, &input, Some(&cache), "v1").unwrap();
+    assert_eq!((l.parsed, l.cached, l.restored, s.restores), (0, 2, 0, 0));
+    assert!(l.notices.iter().any(|n| n.contains("older layout")), "{:?}", l.notices);
+    assert!(!l.notices.iter().any(|n| n.contains("unreadable")), "{:?}", l.notices);
+    assert_eq!(s.trails, whole.1.trails);
+    let (again, s) = load_with(&Lines, &input, Some(&cache), "v1").unwrap();
+    assert_eq!((again.restored, s.restores), (2, 1), "written back in this layout");
+}

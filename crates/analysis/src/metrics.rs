@@ -120,4 +120,31 @@ mod tests {
         let s = example_stats(&[false, false, false], &["1", "2", "3"]);
         assert_eq!((s.flip_rate, s.instability, s.stable_from), (0.0, 1.0, 0));
     }
+
+    /// The edges: two checkpoints (one transition), one, none.
+    #[test]
+    fn examples_with_one_transition_or_none() {
+        let s = example_stats(&[true, false], &["0", "1"]);
+        assert_eq!((s.flips_to_wrong, s.flip_rate, s.instability, s.stable_from), (1, 1.0, 1.0, 1));
+        assert!(s.learned_then_forgotten && !s.final_correct);
+        let s = example_stats(&[true], &["0"]);
+        assert_eq!(s, ExampleStats { final_correct: true, ..ExampleStats::default() });
+        assert_eq!(example_stats(&[], &[]), ExampleStats::default());
+    }
+
+    /// A series at one step (no spread in x) is detrended around its mean, not into NaN; of two
+    /// equal drops the first is named; a final window longer than the series is all of it.
+    #[test]
+    fn degenerate_series() {
+        let r = detrend(&[5.0, 5.0, 5.0], &[0.1, 0.4, 0.4]);
+        for (got, want) in r.iter().zip([-0.2, 0.1, 0.1]) {
+            assert!((got - want).abs() < 1e-12, "{r:?}");
+        }
+        assert_eq!(largest_drop(&[0.5, 0.25, 0.5, 0.25]), (0.25, Some(1)));
+        assert_eq!(direction_changes(&[0.1, 0.1, 0.1]), 0);
+        assert_eq!(direction_changes(&[0.1, 0.2, 0.2, 0.1, 0.1, 0.3]), 2);
+        assert_eq!(final_window(2, 0.2, 3), 0..2);
+        assert_eq!(final_window(10, 1.0, 1), 0..10);
+        assert_eq!(final_window(10, 0.25, 1), 7..10);
+    }
 }

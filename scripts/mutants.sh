@@ -9,7 +9,13 @@ crate=$1 shard=$2; shift 2
 test -x .tools/bin/cargo-mutants || cargo install --locked cargo-mutants@27.1.0 --root .tools
 mutants=$PWD/.tools/bin/cargo-mutants
 tree=target/mutants-tree-$crate
-if [ -d $tree ]; then git -C $tree checkout --quiet --detach $(git rev-parse HEAD); else git worktree add --detach $tree HEAD; fi
+# --in-place edits the tree's files: a run that was killed leaves its last mutant there (a checkout
+# keeps local edits), so the tree is forced back to HEAD and cleaned (proptest's saved cases too)
+if [ -d $tree ]; then
+  git -C $tree checkout --quiet --force --detach $(git rev-parse HEAD) && git -C $tree clean -fdq
+else
+  git worktree add --detach $tree HEAD
+fi
 case $crate in
   theory) files=(--file 'crates/theory/src/*.rs'); tests=() ;;
   # the math files (statistics, nulls, intervals, decisions), each run whole or in round-robin

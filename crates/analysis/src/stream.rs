@@ -164,4 +164,32 @@ mod tests {
         let lf = stats.iter().filter(|x| x.learned_then_forgotten).count() as f64 / n as f64;
         assert!((got.learned_then_forgotten - lf).abs() < 1e-12);
     }
+
+    /// Five examples over eight checkpoints, every field by hand. Their flip counts (0, 1, 4, 2,
+    /// 7) have no ties at the ranks the quantiles interpolate between, and the last changes (none,
+    /// 1, 4, 7, 7) fall on both sides of the final stage's start (checkpoint 6).
+    #[test]
+    fn every_field_by_hand() {
+        let rows = ["FFFFFFFF", "FTTTTTTT", "TFTFTTTT", "FFFFFFTF", "TFTFTFTF"];
+        let mut s = StreamingTask::new(rows.len());
+        for t in 0..8 {
+            let word = rows.iter().enumerate().filter(|(_, r)| r.as_bytes()[t] == b'T').map(|(e, _)| 1u64 << e).sum();
+            s.push(&[word]);
+        }
+        let got = s.finish();
+        let scores = [0.4, 0.2, 0.6, 0.2, 0.6, 0.4, 0.8, 0.4];
+        let close = |a: f64, b: f64| (a - b).abs() < 1e-12;
+        assert_eq!((got.checkpoints, got.examples, got.flips_to_wrong, got.flips_to_right), (8, 5, 7, 7));
+        assert!(close(got.mtv, mtv(&scores).unwrap()) && close(got.mtv, 2.4 / 7.0), "{got:?}");
+        assert!(close(got.final_score, 0.4) && close(got.largest_drop, 0.4), "{got:?}");
+        assert_eq!(got.direction_changes, direction_changes(&scores));
+        let steps: Vec<f64> = (0..8).map(f64::from).collect();
+        assert!(close(got.detrended_sd, sd(&detrend(&steps, &scores))), "{got:?}");
+        // 14 flips over 5 examples x 7 transitions
+        assert!(close(got.mean_flip_rate, 0.4) && close(got.consecutive_agreement, 0.6), "{got:?}");
+        // sorted counts 0, 1, 2, 4, 7: the median is the third, p90 sits 0.6 of the way from 4 to 7
+        assert!(close(got.flip_rate_p50, 2.0 / 7.0) && close(got.flip_rate_p90, 5.8 / 7.0), "{got:?}");
+        // forgotten: examples 2, 3, 4; unchanged from checkpoint 6 on: examples 0, 1, 2
+        assert!(close(got.learned_then_forgotten, 0.6) && close(got.stable_final, 0.6), "{got:?}");
+    }
 }

@@ -166,4 +166,44 @@ mod tests {
         let q = pooled_loglog(&[(&xa, &[1.0, 0.0, 2.0]), (&xb, &yb)], 0.95).unwrap();
         assert_eq!((q.points, q.skipped), (5, 1));
     }
+
+    /// Two tasks at ln x = 0, 1, 2 with ln y = (0, 2, 1) and (5, 5, 7): within-task sxx = 2 + 2,
+    /// sxy = 1 + 2, slope 0.75; residuals (-0.25, 1, -0.75) and (1/12, -2/3, 7/12), rss = 2.41667
+    /// on df = 6 - 2 - 1 = 3; the intercept is the mean of the tasks' own (0.25 and 4.91667).
+    #[test]
+    fn pooled_regression_by_hand() {
+        let e = std::f64::consts::E;
+        let x = [1.0, e, e * e];
+        let (ya, yb) = ([1.0, e * e, e], [e.powi(5), e.powi(5), e.powi(7)]);
+        let s = pooled_loglog(&[(&x, &ya), (&x, &yb)], 0.9).unwrap();
+        let rss: f64 = 1.625 + 114.0 / 144.0;
+        let se = (rss / 3.0 / 4.0).sqrt();
+        assert!((s.slope - 0.75).abs() < 1e-12 && (s.se - se).abs() < 1e-12, "{s:?}");
+        assert!((s.intercept - (0.25 + 59.0 / 12.0) / 2.0).abs() < 1e-12, "{s:?}");
+        // t_{0.95, 3} = 2.353363
+        assert!((s.ci_low - (0.75 - 2.353363 * se)).abs() < 1e-5 && (s.ci_high - (0.75 + 2.353363 * se)).abs() < 1e-5);
+        assert_eq!((s.df, s.points, s.skipped, s.level), (3, 6, 0, 0.9));
+        let (r, lo, hi) = implied_ratio(&s, 1.0, e);
+        assert!(
+            (r - 0.75f64.exp()).abs() < 1e-12
+                && (lo - s.ci_low.exp()).abs() < 1e-12
+                && (hi - s.ci_high.exp()).abs() < 1e-12
+        );
+        // no residual degree of freedom, or no spread in x within any task: no slope
+        assert_eq!(pooled_loglog(&[(&x[..2], &ya[..2])], 0.95), None);
+        assert_eq!(pooled_loglog(&[(&[e, e], &ya[..2]), (&[1.0, 1.0, 1.0], &yb)], 0.95), None);
+    }
+
+    /// Points without a logarithm (not finite, zero or negative, on either side) are skipped and
+    /// counted; so are the unpaired ones of unequal lengths.
+    #[test]
+    fn points_without_a_logarithm_are_counted() {
+        let e = std::f64::consts::E;
+        let x = [f64::NAN, -1.0, f64::INFINITY, 1.0, e, e * e, 0.0, 1.0, e * e * e];
+        let y = [1.0, 1.0, 1.0, 1.0, e * e, e, 1.0, f64::NAN, e * e * e, 5.0];
+        let s = loglog(&x, &y, 0.95).unwrap();
+        assert!((s.slope - 0.8).abs() < 1e-12, "the hand-worked four points remain: {s:?}");
+        assert_eq!((s.points, s.skipped), (4, 5));
+        assert_eq!(loglog(&[1.0, e, -e, e * e], &[1.0, e, e, e * e], 0.95).map(|s| s.skipped), Some(1));
+    }
 }

@@ -34,4 +34,4 @@ rm -rf target/mutants-target-$crate/mutants/incremental/$crate-*
 out=$(realpath -m "${MUTANTS_OUT:-target/mutants/$crate-${shard/\//-of-}}")
 cd $tree && CARGO_TARGET_DIR=../mutants-target-$crate $mutants mutants --in-place --shard $shard --sharding round-robin \
     --no-shuffle --profile mutants --package $crate "${files[@]}" "${tests[@]}" \
-    --output "$out" --timeout 150 "$@"
+    --output "$out" --timeout 300 "$@"

@@ -376,4 +376,75 @@ mod tests {
         assert!(one.regret.estimate >= 0.0);
         assert!(one.regret.low <= one.regret.high);
     }
+
+    /// The summed path (multiplicity columns, one product per chunk of 16 draws) equals the direct
+    /// one: per split, each half's mean value at every checkpoint, then regret and optimism; per
+    /// draw, the mean and sample variance over its splits. 37 draws: two full chunks and a part.
+    #[test]
+    fn the_summed_path_equals_the_direct_one() {
+        let (t_len, n) = (5, 23);
+        let values =
+            Array2::from_shape_fn((t_len, n), |(t, i)| f64::from((t * 31 + i * 17 + (t * i * i) % 11) % 7 < 3));
+        let strata: Vec<u32> = (0..n).map(|i| (i % 3) as u32).collect();
+        let (splits, draws, spd, seed) = (7, 37, 4, 21u64);
+        let got = selection_draws(values.view(), &strata, splits, draws, spd, seed);
+        // half A has multiplicities `w`, half B the rest of `items`
+        let direct = |items: &[usize], w: &[u32]| -> (f64, f64) {
+            let mut b = vec![0u32; n];
+            for &i in items {
+                b[i] += 1;
+            }
+            let b: Vec<u32> = b.iter().zip(w).map(|(x, y)| x - y).collect();
+            let score = |m: &[u32]| -> ndarray::Array1<f64> {
+                let size: u32 = m.iter().sum();
+                (0..t_len)
+                    .map(|t| (0..n).map(|i| f64::from(m[i]) * values[[t, i]]).sum::<f64>() / f64::from(size))
+                    .collect()
+            };
+            regret_optimism(score(w).view(), score(&b).view())
+        };
+        let close = |a: f64, b: f64| (a - b).abs() < 1e-12;
+        let all: Vec<usize> = (0..n).collect();
+        let set = Set::new(&all, &strata);
+        let (r, o): (Vec<f64>, Vec<f64>) =
+            (0..splits).map(|s| direct(&all, &set.half_a(n, &mut rng_for(seed + 1, s as u64)).0)).unzip();
+        assert!(close(got.regret, mean(&r)) && close(got.optimism, mean(&o)), "{got:?}");
+        assert!(r.iter().any(|&x| x > 0.0), "a case where selection loses something: {r:?}");
+        let (mut var_r, mut var_o) = (0.0, 0.0);
+        assert_eq!((got.boot_regret.len(), got.boot_optimism.len()), (draws, draws));
+        for b in 0..draws {
+            let idx = draw(n, seed, b);
+            let set = Set::new(&idx, &strata);
+            let mut rng = rng_for(seed + 2, b as u64);
+            let (r, o): (Vec<f64>, Vec<f64>) = (0..spd).map(|_| direct(&idx, &set.half_a(n, &mut rng).0)).unzip();
+            assert!(close(got.boot_regret[b], mean(&r)) && close(got.boot_optimism[b], mean(&o)), "draw {b}");
+            var_r += sample_variance(&r);
+            var_o += sample_variance(&o);
+        }
+        let per = (draws * spd) as f64;
+        assert!(close(got.mc_var_regret, var_r / per) && close(got.mc_var_optimism, var_o / per), "{got:?}");
+        assert!(got.mc_var_regret > 0.0 && got.mc_var_optimism > 0.0);
+        // one split per draw has no within-draw variance; no draws, nothing to average
+        let one = selection_draws(values.view(), &strata, splits, 3, 1, seed);
+        assert!(one.mc_var_regret.is_nan() && one.mc_var_optimism.is_nan() && one.boot_regret.len() == 3);
+        assert_eq!((one.regret, one.optimism), (got.regret, got.optimism), "the estimate does not depend on the draws");
+        let two = selection_draws(values.view(), &strata, splits, 3, 2, seed);
+        assert!(two.mc_var_regret.is_finite() && two.mc_var_optimism.is_finite(), "{two:?}");
+        let none = selection_draws(values.view(), &strata, splits, 0, spd, seed);
+        assert!(none.boot_regret.is_empty() && none.mc_var_regret.is_nan());
+    }
+
+    /// A half with no examples, or no checkpoint, has no scores to compare.
+    #[test]
+    fn empty_halves_and_no_checkpoints_give_nan() {
+        let sums = array![[3.0, 1.0], [2.0, 2.0]];
+        assert!(split_scores(&sums, 0, 1, 4, 0).0.is_nan() && split_scores(&sums, 0, 1, 4, 4).1.is_nan());
+        assert!(split_scores(&Array2::zeros((0, 2)), 0, 1, 4, 2).0.is_nan());
+        // half A = column 1 of 2 examples, B = the other 2: A scores (0.5, 1), B (1, 0)
+        let (r, o) = split_scores(&sums, 0, 1, 4, 2);
+        assert!((r - 1.0).abs() < 1e-12 && (o - 1.0).abs() < 1e-12, "{r} {o}");
+        assert!(regret_optimism(array![0.5].view(), ndarray::Array1::<f64>::zeros(0).view()).0.is_nan());
+        assert_eq!(first_argmax(ndarray::Array1::<f64>::zeros(0).view()), None);
+        assert_eq!(first_argmax(array![0.1, 0.3, 0.2, 0.3].view()), Some(1));
+    }
 }

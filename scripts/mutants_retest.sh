@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
-# `bash scripts/mutants_retest.sh FILE...`: the survivors (missed and timed out) of each finished
-# file of scripts/mutants_files.sh run again with every test of HEAD, into
+# `bash scripts/mutants_retest.sh FILE...`: the survivors (missed; not the timed out, which hang
+# again) of each finished file of scripts/mutants_files.sh run again with every test of HEAD, into
 # target/mutants/analysis-FILE.retest, after new tests were written for them; the ones caught
 # there are the table's "killed by a new test" (scripts/mutants_table.py).
 set -uo pipefail
@@ -11,7 +11,7 @@ for f in "$@"; do
   args=()
   while IFS= read -r m; do
     [ -n "$m" ] && args+=(-F "^$(printf '%s' "$m" | sed 's/[][\\.*^$+?(){}|/]/\\&/g')\$")
-  done < <(cat $out/missed.txt $out/timeout.txt 2>/dev/null)
+  done < $out/missed.txt
   [ ${#args[@]} -gt 0 ] || { echo "=== $f: no survivors"; continue; }
   echo "=== $f retest of $((${#args[@]} / 2)) survivors $(date)"
   rm -rf target/mutants/analysis-$f.retest

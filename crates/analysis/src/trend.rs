@@ -189,6 +189,10 @@ mod tests {
                 && (lo - s.ci_low.exp()).abs() < 1e-12
                 && (hi - s.ci_high.exp()).abs() < 1e-12
         );
+        // a task with one usable point drops out, both its points counted as skipped
+        let drop: (&[f64], &[f64]) = (&[1.0, e], &[0.0, 1.0]);
+        let t = pooled_loglog(&[(&x, &ya), drop, (&x, &yb)], 0.9).unwrap();
+        assert_eq!((t.slope, t.points, t.skipped, t.df), (s.slope, 6, 2, 3));
         // no residual degree of freedom, or no spread in x within any task: no slope
         assert_eq!(pooled_loglog(&[(&x[..2], &ya[..2])], 0.95), None);
         assert_eq!(pooled_loglog(&[(&[e, e], &ya[..2]), (&[1.0, 1.0, 1.0], &yb)], 0.95), None);

@@ -440,6 +440,9 @@ mod tests {
         let sums = array![[3.0, 1.0], [2.0, 2.0]];
         assert!(split_scores(&sums, 0, 1, 4, 0).0.is_nan() && split_scores(&sums, 0, 1, 4, 4).1.is_nan());
         assert!(split_scores(&Array2::zeros((0, 2)), 0, 1, 4, 2).0.is_nan());
+        // B is empty, whatever the sums say (here sums that would give B infinite scores)
+        let (r, o) = split_scores(&array![[3.0, 1.0], [2.0, 1.0]], 0, 1, 4, 4);
+        assert!(r.is_nan() && o.is_nan(), "{r} {o}");
         // half A = column 1 of 2 examples, B = the other 2: A scores (0.5, 1), B (1, 0)
         let (r, o) = split_scores(&sums, 0, 1, 4, 2);
         assert!((r - 1.0).abs() < 1e-12 && (o - 1.0).abs() < 1e-12, "{r} {o}");

@@ -325,6 +325,11 @@ mod tests {
         }
         assert_eq!(denoised(&boot, f64::NAN), boot.to_vec());
         assert!(denoised(&boot, 10.0).iter().all(|&v| v == 5.0));
+        // two values are enough (variance 2: MC variance 0.5 leaves 1.5); one is left as it is
+        let two = denoised(&[4.0, 6.0], 0.5);
+        let f = 0.75f64.sqrt();
+        assert!((two[0] - (5.0 - f)).abs() < 1e-12 && (two[1] - (5.0 + f)).abs() < 1e-12, "{two:?}");
+        assert_eq!(denoised(&[4.0], 0.5), vec![4.0]);
     }
 
     #[test]

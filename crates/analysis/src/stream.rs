@@ -191,5 +191,11 @@ mod tests {
         assert!(close(got.flip_rate_p50, 2.0 / 7.0) && close(got.flip_rate_p90, 5.8 / 7.0), "{got:?}");
         // forgotten: examples 2, 3, 4; unchanged from checkpoint 6 on: examples 0, 1, 2
         assert!(close(got.learned_then_forgotten, 0.6) && close(got.stable_final, 0.6), "{got:?}");
+        // ten checkpoints: the final stage starts at checkpoint 8, so a last change at 7 is before it
+        let mut s = StreamingTask::new(1);
+        for t in 0..10 {
+            s.push(&[u64::from(t < 7)]);
+        }
+        assert_eq!(s.finish().stable_final, 1.0);
     }
 }

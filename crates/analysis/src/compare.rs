@@ -580,3 +580,58 @@ pub fn render_differences(diffs: &[DifferenceRow]) -> String {
     }
     s
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use ndarray::array;
+
+    /// Each method against single checkpoints, against smoothing of its own k, an ensemble against
+    /// the average of its k, and a method's largest window against its smallest one above 1.
+    #[test]
+    fn the_pairs_the_figures_read() {
+        let v = Variant::new;
+        let labels = [
+            v(Method::Single, 1),
+            v(Method::Average, 3),
+            v(Method::Average, 5),
+            v(Method::EnsembleMean, 3),
+            v(Method::Smoothing, 3),
+            v(Method::Smoothing, 5),
+        ];
+        let want = [(1, 0), (1, 4), (2, 0), (2, 5), (2, 1), (3, 0), (3, 4), (3, 1), (4, 0), (5, 0), (5, 4)];
+        assert_eq!(pairs(&labels), want);
+        // no smoothing, no average: only the baseline of single checkpoints
+        assert_eq!(pairs(&[v(Method::Single, 1), v(Method::EnsembleVote, 2)]), [(1, 0)]);
+        assert_eq!(pairs(&[v(Method::Single, 1)]), []);
+    }
+
+    /// A difference is refused where the estimate or a draw is not finite; otherwise its
+    /// intervals are the bootstrap's at 95% and at the family level, its se the draws' sd.
+    #[test]
+    fn a_difference_and_its_intervals() {
+        let labels = (Variant::new(Method::Average, 3), Variant::new(Method::Single, 1));
+        let draws = [-0.02, -0.01, -0.015, -0.03, 0.0, -0.012];
+        let d = difference("arc", 2, Metric::Acc, "mtv", labels, -0.014, &draws, 500).unwrap();
+        let iv = bootstrap::interval(-0.014, &draws, LEVEL, f64::NEG_INFINITY);
+        let fam = bootstrap::interval(-0.014, &draws, crate::claims::FAMILY_LEVEL, f64::NEG_INFINITY);
+        assert_eq!((d.ci_low, d.ci_high, d.ci_low_family, d.ci_high_family), (iv.low, iv.high, fam.low, fam.high));
+        assert!(d.ci_low_family <= d.ci_low && d.ci_high <= d.ci_high_family, "{d:?}");
+        assert_eq!(d.se, crate::stats::sample_sd(&draws));
+        assert_eq!((d.task.as_str(), d.tasks, d.metric.as_str(), d.statistic.as_str()), ("arc", 2, "acc", "mtv"));
+        assert_eq!((d.method, d.k, d.baseline, d.baseline_k, d.examples), (Method::Average, 3, Method::Single, 1, 500));
+        assert!(difference("arc", 2, Metric::Acc, "mtv", labels, f64::NAN, &draws, 500).is_none());
+        assert!(difference("arc", 2, Metric::Acc, "mtv", labels, 0.1, &[0.1, f64::INFINITY], 500).is_none());
+    }
+
+    #[test]
+    fn per_example_mtv_and_intervals_as_printed() {
+        // columns: 0 1 0 (2 changes of 1 over 2 transitions), 1 1 1, 0.5 0 1
+        let v = array![[0.0, 1.0, 0.5], [1.0, 1.0, 0.0], [0.0, 1.0, 1.0]];
+        assert_eq!(per_example_mtv(v.view()), vec![1.0, 0.0, 0.75]);
+        assert_eq!(per_example_mtv(ndarray::Array2::<f64>::zeros((1, 2)).view()), vec![0.0, 0.0]);
+        assert_eq!(ci(Some(0.01234), Some(0.5)), "[0.012, 0.500]");
+        assert_eq!(ci(Some(0.1), None), "-");
+        assert_eq!(ci(None, Some(0.1)), "-");
+    }
+}

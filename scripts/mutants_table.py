@@ -3,8 +3,9 @@
 
 Each file `F` was run as a unit-test pass (`MUTANTS_TESTS=lib`) and then `--iterate` with every
 test, both into target/mutants/analysis-F: the first pass is kept as pass1 (or, from runs before
-that copy, as cargo-mutants' mutants.out.old) and the second is mutants.out. A mutant is caught if either pass caught it, unviable if the first
-found it would not build; missed and timed out are the second pass's verdicts. A file counts once
+that copy, as cargo-mutants' mutants.out.old) and the second is mutants.out. A mutant is caught if
+either pass caught it, unviable if the first found it would not build; missed and timed out are
+the second pass's verdicts. A file counts once
 both passes are done (the `complete` file the driver leaves). Survivors retested after new tests
 (`-F` on their names into target/mutants/analysis-F.retest) and caught there are counted as killed
 by a new test. Prints a markdown table (one row per file, then the total) and the mutants still
@@ -26,9 +27,8 @@ def lines(d, name):
 rows, missed_all = [], []
 for d in sorted(root.glob("analysis-*")):
     f = d.name[len("analysis-"):]
-    first, last = d / "mutants.out.old", d / "mutants.out"
-    if (d / "pass1").is_dir():
-        first = d / "pass1"
+    first = d / "pass1" if (d / "pass1").is_dir() else d / "mutants.out.old"
+    last = d / "mutants.out"
     if "." in f or not (d / "complete").is_file():
         continue
     if not first.is_dir():  # a single pass, every test

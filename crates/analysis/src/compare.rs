@@ -634,4 +634,159 @@ mod tests {
         assert_eq!(ci(Some(0.1), None), "-");
         assert_eq!(ci(None, Some(0.1)), "-");
     }
+
+    /// A panel of task `t` from predicted options `[checkpoint][example]` (3 options; right where
+    /// the prediction is the gold option).
+    fn panel(predicted: &[[u32; 4]], gold: [u32; 4], steps: &[u64]) -> Panel {
+        let rows: Vec<ExampleRecord> = predicted
+            .iter()
+            .zip(steps)
+            .flat_map(|(row, &step)| {
+                row.iter().enumerate().map(move |(e, &p)| {
+                    let mut logliks = vec![-3.0, -2.0, -2.5];
+                    logliks[p as usize] = -1.0;
+                    ExampleRecord {
+                        step,
+                        task: "t".into(),
+                        example_id: format!("t/{e}"),
+                        gold: gold[e],
+                        predicted: p,
+                        predicted_norm: p,
+                        correct: p == gold[e],
+                        correct_norm: p == gold[e],
+                        logliks,
+                        lengths_chars: vec![1; 3],
+                        lengths_tokens: vec![1; 3],
+                        lengths_bytes: vec![2; 3],
+                        output: p.to_string(),
+                        ..Default::default()
+                    }
+                })
+            })
+            .collect();
+        Panel::build("t", &rows.iter().collect::<Vec<_>>()).unwrap()
+    }
+
+    /// What `compare_task` computes of one method on the examples `idx`, by hand from its
+    /// correctness and chosen options: MTV, final and mean score, flip rate, instability.
+    fn by_hand(correct: &[[u32; 4]], chosen: &[[u32; 4]], idx: &[usize]) -> [f64; 5] {
+        let s: Vec<f64> =
+            correct.iter().map(|r| idx.iter().map(|&e| f64::from(r[e])).sum::<f64>() / idx.len() as f64).collect();
+        let m = s.len();
+        let mtv = (1..m).map(|t| (s[t] - s[t - 1]).abs()).sum::<f64>() / (m - 1) as f64;
+        // the share of transitions at which an example's value changes, averaged over `idx`
+        let changes = |x: &[[u32; 4]]| {
+            idx.iter().map(|&e| (1..m).filter(|&t| x[t][e] != x[t - 1][e]).count() as f64 / (m - 1) as f64).sum::<f64>()
+                / idx.len() as f64
+        };
+        let (flip, is) = (changes(correct), changes(chosen));
+        [mtv, s[m - 1], s.iter().sum::<f64>() / m as f64, flip, is]
+    }
+
+    fn stats(s: &Stats) -> [f64; 5] {
+        [s.mtv, s.final_score, s.mean_score, s.flip_rate, s.instability]
+    }
+
+    fn close(a: [f64; 5], b: [f64; 5]) -> bool {
+        a.iter().zip(&b).all(|(x, y)| (x.is_nan() && y.is_nan()) || (x - y).abs() < 1e-12)
+    }
+
+    /// Single checkpoints at five steps, an average of k = 2 on the last three: the estimates of
+    /// both, the smoothing baselines of k = 2 and 3 (k = 4 needs a checkpoint before the first),
+    /// every bootstrap draw the same examples for every method, the selection of each trail on
+    /// its own strata, and which tasks are above chance.
+    #[test]
+    fn a_task_compared_by_hand() {
+        let gold = [0, 1, 2, 0];
+        // right: 1000 / 1100 / 1110 / 1010 / 1111
+        let single = [[0, 0, 0, 1], [0, 1, 1, 2], [0, 1, 2, 1], [0, 2, 2, 2], [0, 1, 2, 0]];
+        let correct = |p: &[[u32; 4]]| -> Vec<[u32; 4]> {
+            p.iter().map(|r| std::array::from_fn(|e| u32::from(r[e] == gold[e]))).collect()
+        };
+        let average = [[0, 1, 1, 2], [0, 1, 2, 2], [0, 1, 2, 1]];
+        let full = panel(&single, gold, &[10, 20, 30, 40, 50]);
+        let shared = [30, 40, 50];
+        let trails = [
+            Trail { variant: Variant::SINGLE, panel: full.restrict(&shared).unwrap() },
+            Trail { variant: Variant::new(Method::Average, 2), panel: panel(&average, gold, &shared) },
+        ];
+        let opts = Options { bootstrap: 9, splits: 6, ..Default::default() };
+        let c = compare_task(&full, &trails, Metric::Acc, &[1, 2, 3, 4], &opts).unwrap();
+        let smoothing = |k| Variant::new(Method::Smoothing, k);
+        assert_eq!(c.labels, [Variant::SINGLE, Variant::new(Method::Average, 2), smoothing(2), smoothing(3)]);
+        assert_eq!(c.has_examples, [true, true, false, false]);
+        assert_eq!(c.examples, 4);
+        // the smoothing baselines: k-moving averages of the single checkpoints' scores ending at
+        // the shared positions (0.25 0.5 0.75 0.5 1 before)
+        let smooth = |idx: &[usize], k: usize| -> [f64; 5] {
+            let all: Vec<f64> = correct(&single)
+                .iter()
+                .map(|r| idx.iter().map(|&e| f64::from(r[e])).sum::<f64>() / idx.len() as f64)
+                .collect();
+            let ma: Vec<f64> = (2..5).map(|t| all[t + 1 - k..=t].iter().sum::<f64>() / k as f64).collect();
+            let mtv = ((ma[1] - ma[0]).abs() + (ma[2] - ma[1]).abs()) / 2.0;
+            [mtv, ma[2], ma.iter().sum::<f64>() / 3.0, f64::NAN, f64::NAN]
+        };
+        let all = [0, 1, 2, 3];
+        let want = [
+            by_hand(&correct(&single)[2..], &single[2..], &all),
+            by_hand(&correct(&average), &average, &all),
+            smooth(&all, 2),
+            smooth(&all, 3),
+        ];
+        // the numbers themselves: scores 0.75 0.5 1 and 0.5 0.75 0.75; moving averages
+        // 0.625 0.625 0.75 and 0.5 0.583 0.75
+        assert!(close(want[0], [0.375, 1.0, 0.75, 0.375, 0.5]), "{:?}", want[0]);
+        assert!(close(want[1], [0.125, 0.75, 2.0 / 3.0, 0.125, 0.25]), "{:?}", want[1]);
+        assert!(close(want[2], [0.0625, 0.75, 2.0 / 3.0, f64::NAN, f64::NAN]), "{:?}", want[2]);
+        assert!(close(want[3], [0.125, 0.75, 11.0 / 18.0, f64::NAN, f64::NAN]), "{:?}", want[3]);
+        for (got, want) in c.estimate.iter().zip(&want) {
+            assert!(close(stats(got), *want), "{:?} != {want:?}", stats(got));
+        }
+        // every draw: the same resampled examples for every method
+        let idx = bootstrap::draws(4, 9, crate::seed_for(opts.seed, "t", "compare"));
+        assert_eq!(c.draws.len(), 9);
+        for (d, idx) in c.draws.iter().zip(&idx) {
+            let want = [
+                by_hand(&correct(&single)[2..], &single[2..], idx),
+                by_hand(&correct(&average), &average, idx),
+                smooth(idx, 2),
+                smooth(idx, 3),
+            ];
+            for (got, want) in d.iter().zip(&want) {
+                assert!(close(stats(got), *want), "{idx:?}: {:?} != {want:?}", stats(got));
+            }
+        }
+        // selection: strata gold option x right at the trail's last checkpoint
+        for (i, strata) in [[1, 3, 5, 1], [1, 3, 5, 0]].iter().enumerate() {
+            let t = &trails[i];
+            let seed =
+                crate::seed_for(opts.seed, &format!("t/acc/{}/{}", t.variant.method, t.variant.k), "compare-selection");
+            let want = crate::selection::selection(t.panel.values(Metric::Acc).unwrap(), strata, 6, 9, 10, seed);
+            let got = c.selection[i].as_ref().unwrap();
+            assert_eq!((got.regret, got.optimism), (want.regret, want.optimism), "trail {i}");
+        }
+        assert!(c.selection[2..].iter().all(Option::is_none));
+        // 4 of 4 right at the end: Wilson's lower bound 0.51, above the chance of 1/3; 3 of 4
+        // (the average's last checkpoint as the single ones'): 0.30, not above
+        assert!(c.above_chance);
+        let mut lower = single;
+        lower[4] = [0, 1, 2, 1];
+        let full_lower = panel(&lower, gold, &[10, 20, 30, 40, 50]);
+        let trails_lower = [Trail { variant: Variant::SINGLE, panel: full_lower.restrict(&shared).unwrap() }];
+        assert!(!compare_task(&full_lower, &trails_lower, Metric::Acc, &[1], &opts).unwrap().above_chance);
+        // no smoothing where the shared positions are not consecutive single checkpoints, or
+        // where a window would reach before the first one
+        let gapped = [Trail { variant: Variant::SINGLE, panel: full.restrict(&[20, 40, 50]).unwrap() }];
+        let c = compare_task(&full, &gapped, Metric::Acc, &[1, 2], &opts).unwrap();
+        assert_eq!(c.labels, [Variant::SINGLE]);
+        let early = [Trail { variant: Variant::SINGLE, panel: full.restrict(&[20, 30, 40]).unwrap() }];
+        let c = compare_task(&full, &early, Metric::Acc, &[1, 2, 3], &opts).unwrap();
+        assert_eq!(c.labels, [Variant::SINGLE, smoothing(2)]);
+        assert!(close(stats(&c.estimate[1]), [0.125, 0.625, 1.625 / 3.0, f64::NAN, f64::NAN]));
+        // a first shared step the single checkpoints lack, or a metric the task has no values of
+        let elsewhere = [Trail { variant: Variant::SINGLE, panel: panel(&average, gold, &[35, 40, 50]) }];
+        assert!(compare_task(&full, &elsewhere, Metric::Acc, &[1], &opts).is_none());
+        assert!(compare_task(&full, &trails, Metric::CharF1, &[1], &opts).is_none());
+    }
 }

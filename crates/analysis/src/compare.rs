@@ -789,4 +789,17 @@ mod tests {
         assert!(compare_task(&full, &elsewhere, Metric::Acc, &[1], &opts).is_none());
         assert!(compare_task(&full, &trails, Metric::CharF1, &[1], &opts).is_none());
     }
+
+    /// A run folder without single-checkpoint tables is told to run `lm eval`, whether eval/ is
+    /// missing or holds no tables; a broken later variant is named by its own error.
+    #[test]
+    fn a_run_without_eval_tables() {
+        let run = tempfile::tempdir().unwrap();
+        let err = |run: &Path| format!("{:#}", variants(run).err().expect("refused"));
+        std::fs::create_dir(run.path().join("eval-avg-k2")).unwrap();
+        assert!(err(run.path()).contains("no eval/ tables; run `lm eval` first"), "{}", err(run.path()));
+        std::fs::create_dir(run.path().join("eval")).unwrap();
+        let e = err(run.path());
+        assert!(e.contains("no eval/ tables; run `lm eval` first") && e.contains("tasks.parquet"), "{e}");
+    }
 }

@@ -636,7 +636,7 @@ mod tests {
     }
 
     /// A panel of task `t` from predicted options `[checkpoint][example]` (3 options; right where
-    /// the prediction is the gold option).
+    /// the prediction is the gold option), the gold option always predicted under `acc_norm`.
     fn panel(predicted: &[[u32; 4]], gold: [u32; 4], steps: &[u64]) -> Panel {
         let rows: Vec<ExampleRecord> = predicted
             .iter()
@@ -651,9 +651,10 @@ mod tests {
                         example_id: format!("t/{e}"),
                         gold: gold[e],
                         predicted: p,
-                        predicted_norm: p,
+                        // under acc_norm always the gold option: its outputs differ from acc's
+                        predicted_norm: gold[e],
                         correct: p == gold[e],
-                        correct_norm: p == gold[e],
+                        correct_norm: true,
                         logliks,
                         lengths_chars: vec![1; 3],
                         lengths_tokens: vec![1; 3],
@@ -788,6 +789,9 @@ mod tests {
         let elsewhere = [Trail { variant: Variant::SINGLE, panel: panel(&average, gold, &[35, 40, 50]) }];
         assert!(compare_task(&full, &elsewhere, Metric::Acc, &[1], &opts).is_none());
         assert!(compare_task(&full, &trails, Metric::CharF1, &[1], &opts).is_none());
+        // acc_norm reads its own outputs (the gold option throughout: no change at all)
+        let c = compare_task(&full, &trails, Metric::AccNorm, &[1], &opts).unwrap();
+        assert!(close(stats(&c.estimate[0]), [0.0, 1.0, 1.0, 0.0, 0.0]), "{:?}", stats(&c.estimate[0]));
     }
 
     /// A run folder without single-checkpoint tables is told to run `lm eval`, whether eval/ is

@@ -604,6 +604,16 @@ mod tests {
         // no smoothing, no average: only the baseline of single checkpoints
         assert_eq!(pairs(&[v(Method::Single, 1), v(Method::EnsembleVote, 2)]), [(1, 0)]);
         assert_eq!(pairs(&[v(Method::Single, 1)]), []);
+        // each method's windows on their own: the average's k = 4 against its k = 2, the
+        // ensemble's 5 against its 3 (not against another method's smallest or largest)
+        let labels = [
+            v(Method::Single, 1),
+            v(Method::Average, 2),
+            v(Method::Average, 4),
+            v(Method::EnsembleMean, 3),
+            v(Method::EnsembleMean, 5),
+        ];
+        assert_eq!(pairs(&labels), [(1, 0), (2, 0), (2, 1), (3, 0), (4, 0), (4, 3)]);
     }
 
     /// A difference is refused where the estimate or a draw is not finite; otherwise its
@@ -637,7 +647,7 @@ mod tests {
 
     /// A panel of task `t` from predicted options `[checkpoint][example]` (3 options; right where
     /// the prediction is the gold option), the gold option always predicted under `acc_norm`.
-    fn panel(predicted: &[[u32; 4]], gold: [u32; 4], steps: &[u64]) -> Panel {
+    fn panel<const N: usize>(predicted: &[[u32; N]], gold: [u32; N], steps: &[u64]) -> Panel {
         let rows: Vec<ExampleRecord> = predicted
             .iter()
             .zip(steps)
@@ -805,5 +815,29 @@ mod tests {
         std::fs::create_dir(run.path().join("eval")).unwrap();
         let e = err(run.path());
         assert!(e.contains("no eval/ tables; run `lm eval` first") && e.contains("tasks.parquet"), "{e}");
+    }
+
+    /// The selection's strata are gold option x right at the trail's last checkpoint (`2 gold +
+    /// right`): here gold 0 right (1) and gold 1 wrong (2) among them, which `2 + gold + right`
+    /// would merge.
+    #[test]
+    fn selection_strata_by_hand() {
+        let gold = [0, 1, 2, 0, 1, 2, 0, 1];
+        // rows of churn (t^2 + 3e + te mod 3), the last with gold 0 right and gold 1 wrong
+        let mut predicted: Vec<[u32; 8]> =
+            (0..6u32).map(|t| std::array::from_fn(|e| (t * t + 3 * e as u32 + t * e as u32) % 3)).collect();
+        predicted.push([0, 0, 2, 1, 1, 0, 0, 2]);
+        let steps: Vec<u64> = (1..=7).map(|t| 10 * t).collect();
+        let p = panel(&predicted, gold, &steps);
+        let trails = [Trail { variant: Variant::SINGLE, panel: p.restrict(&steps).unwrap() }];
+        let opts = Options { bootstrap: 30, splits: 40, ..Default::default() };
+        let c = compare_task(&p, &trails, Metric::Acc, &[1], &opts).unwrap();
+        let seed = crate::seed_for(opts.seed, "t/acc/single/1", "compare-selection");
+        let with =
+            |strata: &[u32]| crate::selection::selection(p.values(Metric::Acc).unwrap(), strata, 40, 30, 10, seed);
+        let got = c.selection[0].as_ref().unwrap();
+        let (want, merged) = (with(&[1, 2, 5, 0, 3, 4, 1, 2]), with(&[3, 3, 5, 2, 4, 4, 3, 3]));
+        assert_eq!((got.regret, got.optimism), (want.regret, want.optimism));
+        assert_ne!((got.regret, got.optimism), (merged.regret, merged.optimism), "the strata must matter here");
     }
 }

@@ -614,6 +614,8 @@ mod tests {
             v(Method::EnsembleMean, 5),
         ];
         assert_eq!(pairs(&labels), [(1, 0), (2, 0), (2, 1), (3, 0), (4, 0), (4, 3)]);
+        // a window of 1 is not a window: an average of one checkpoint is no smallest window
+        assert_eq!(pairs(&[v(Method::Single, 1), v(Method::Average, 1), v(Method::Average, 3)]), [(1, 0), (2, 0)]);
     }
 
     /// A difference is refused where the estimate or a draw is not finite; otherwise its

@@ -842,4 +842,147 @@ mod tests {
         assert_eq!((got.regret, got.optimism), (want.regret, want.optimism));
         assert_ne!((got.regret, got.optimism), (merged.regret, merged.optimism), "the strata must matter here");
     }
+
+    /// One task's rows at `steps`, right where `right(t, e)`: multiple choice with 3 options
+    /// (gold 0) or, with `generation`, a generated text scored against one gold text.
+    fn task_rows(
+        task: &str,
+        n: usize,
+        steps: &[u64],
+        generation: bool,
+        right: impl Fn(usize, usize) -> bool,
+    ) -> Vec<ExampleRecord> {
+        let mut out = Vec::new();
+        for (t, &step) in steps.iter().enumerate() {
+            for e in 0..n {
+                let ok = right(t, e);
+                let p = if ok { 0 } else { 1 + (e as u32 % 2) };
+                let mut r = ExampleRecord {
+                    step,
+                    task: task.into(),
+                    example_id: format!("{task}/{e}"),
+                    correct: ok,
+                    correct_norm: ok,
+                    output: p.to_string(),
+                    ..Default::default()
+                };
+                if generation {
+                    r.targets = vec!["the answer".into()];
+                    r.output = if ok { "the answer".into() } else { format!("an answer {}", (t + e) % 3) };
+                } else {
+                    let mut ll = vec![-2.0 - 0.1 * ((t + e) % 4) as f64, -2.5, -3.0];
+                    ll[p as usize] = -1.0 - 0.05 * (e % 3) as f64;
+                    (r.predicted, r.predicted_norm, r.logliks) = (p, p, ll);
+                    (r.lengths_chars, r.lengths_tokens, r.lengths_bytes) = (vec![4; 3], vec![1; 3], vec![4; 3]);
+                }
+                out.push(r);
+            }
+        }
+        out
+    }
+
+    /// `compare_full` on a run folder of single checkpoints (8 steps), averages and mean
+    /// ensembles of k = 2 (the last 7): tasks `a` and `a2` (well above chance), `b` (below), `c`
+    /// (which the ensembles lack: not compared) and the generation task `g` (which the mean
+    /// ensembles never hold: compared without them). Each difference is the paired one of its
+    /// task's draws; each pooled row the mean over the tasks above chance, draw by draw.
+    #[test]
+    fn a_run_folder_compared_by_hand() {
+        let steps: Vec<u64> = (1..=8).map(|t| 10 * t).collect();
+        let later = &steps[1..];
+        // right with a probability rising with t (a deterministic scramble of t and e)
+        let churn =
+            |salt: usize, rate: usize| move |t: usize, e: usize| (t * 37 + e * 53 + salt * 11) % 100 < rate + 2 * t;
+        let variant = |salt: usize, steps: &[u64], with_all: bool| -> Vec<ExampleRecord> {
+            let mut rows = task_rows("a", 40, steps, false, churn(salt, 80));
+            rows.extend(task_rows("a2", 40, steps, false, churn(salt + 1, 75)));
+            rows.extend(task_rows("b", 40, steps, false, move |t, e| (t + e + salt) % 4 == 0));
+            if with_all {
+                rows.extend(task_rows("c", 20, steps, false, churn(salt + 2, 60)));
+                rows.extend(task_rows("g", 20, steps, true, churn(salt + 3, 50)));
+            }
+            rows
+        };
+        let run = tempfile::tempdir().unwrap();
+        let write = |dir: &Path, rows: &[ExampleRecord]| {
+            std::fs::create_dir_all(dir).unwrap();
+            let tasks = records::summarise(rows).unwrap();
+            records::write_frame(&dir.join("tasks.parquet"), &mut records::tasks_frame(&tasks).unwrap()).unwrap();
+            records::write_frame(&dir.join("examples.parquet"), &mut records::examples_frame(rows).unwrap()).unwrap();
+        };
+        let (single, average, ensemble) = (variant(0, &steps, true), variant(5, later, true), variant(9, later, false));
+        write(&run.path().join("eval"), &single);
+        write(&run.path().join("eval-avg-k2"), &average);
+        write(&run.path().join("ensembled/k2"), &ensemble);
+        let opts = Options { bootstrap: 40, splits: 10, noise_sims: 50, ..Default::default() };
+        let c = compare_full(run.path(), &opts).unwrap();
+        assert_eq!(c.shared_steps, later);
+        let methods = |task: &str| -> BTreeSet<(Method, usize)> {
+            c.rows.iter().filter(|r| r.task == task && r.metric == "acc").map(|r| (r.method, r.k)).collect()
+        };
+        let all = BTreeSet::from([
+            (Method::Single, 1),
+            (Method::Smoothing, 2),
+            (Method::Average, 2),
+            (Method::EnsembleMean, 2),
+        ]);
+        assert_eq!(methods("a"), all);
+        assert_eq!(methods("b"), all);
+        assert!(methods("c").is_empty(), "the ensembles lack c");
+        assert_eq!(methods("g"), BTreeSet::from([(Method::Single, 1), (Method::Smoothing, 2), (Method::Average, 2)]));
+        // each task's difference: the estimates' difference, the spread of the paired draws
+        let panels = |rows: &[ExampleRecord]| Panel::all(rows).unwrap();
+        let (ps, pa, pe) = (panels(&single), panels(&average), panels(&ensemble));
+        let draws_of = |task: &str, a: usize, b: usize| -> (f64, Vec<f64>) {
+            let mut trails = vec![
+                Trail { variant: Variant::SINGLE, panel: ps[task].restrict(later).unwrap() },
+                Trail { variant: Variant::new(Method::Average, 2), panel: pa[task].restrict(later).unwrap() },
+            ];
+            if let Some(p) = pe.get(task) {
+                trails
+                    .push(Trail { variant: Variant::new(Method::EnsembleMean, 2), panel: p.restrict(later).unwrap() });
+            }
+            let t = compare_task(&ps[task], &trails, Metric::Acc, &[1, 2], &opts).unwrap();
+            (t.estimate[a].mtv - t.estimate[b].mtv, t.draws.iter().map(|d| d[a].mtv - d[b].mtv).collect())
+        };
+        let stab = |task: &str, m: Method| {
+            c.rows.iter().find(|r| r.task == task && r.metric == "acc" && r.method == m).unwrap()
+        };
+        let diff = |task: &str| {
+            c.diffs
+                .iter()
+                .find(|d| {
+                    (d.task.as_str(), d.metric.as_str(), d.statistic.as_str(), d.method, d.baseline)
+                        == (task, "acc", "mtv", Method::Average, Method::Single)
+                })
+                .unwrap()
+        };
+        let mut per_task = vec![];
+        for task in ["a", "a2", "b", "g"] {
+            let d = diff(task);
+            assert_eq!((d.tasks, d.examples), (1, if task == "g" { 20 } else { 40 }));
+            assert!((d.estimate - (stab(task, Method::Average).mtv - stab(task, Method::Single).mtv)).abs() < 1e-15);
+            let (est, draws) = draws_of(task, 1, 0);
+            assert_eq!((d.estimate, d.se), (est, crate::stats::sample_sd(&draws)), "{task}");
+            per_task.push((task, est, draws));
+        }
+        // pooled over a, a2 and g (b's final accuracy, 10 of 40, is not above the chance of 1/3)
+        let pooled = diff("pooled");
+        let above: Vec<_> = per_task.iter().filter(|p| p.0 != "b").collect();
+        let mean_draws: Vec<f64> = (0..40).map(|j| above.iter().map(|p| p.2[j]).sum::<f64>() / 3.0).collect();
+        assert_eq!((pooled.tasks, pooled.examples), (3, 100));
+        assert!((pooled.estimate - above.iter().map(|p| p.1).sum::<f64>() / 3.0).abs() < 1e-15);
+        assert!(
+            (pooled.se - crate::stats::sample_sd(&mean_draws)).abs() < 1e-15,
+            "{} {}",
+            pooled.se,
+            crate::stats::sample_sd(&mean_draws)
+        );
+        // three shared steps compare; two do not
+        write(&run.path().join("ensembled/k2"), &variant(9, &steps[5..], false));
+        assert_eq!(compare_full(run.path(), &opts).unwrap().shared_steps, &steps[5..]);
+        write(&run.path().join("ensembled/k2"), &variant(9, &steps[6..], false));
+        let err = format!("{:#}", compare_full(run.path(), &opts).err().expect("two steps refused"));
+        assert!(err.contains("the variants share only 2 steps"), "{err}");
+    }
 }

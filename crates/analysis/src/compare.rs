@@ -881,6 +881,29 @@ mod tests {
         out
     }
 
+    /// One variant's rows of the run folder below: right with a probability rising with t (a
+    /// deterministic scramble of t, e and `salt`); tasks `c` and `g` only `with_all`.
+    fn variant_rows(salt: usize, steps: &[u64], with_all: bool) -> Vec<ExampleRecord> {
+        let churn =
+            |salt: usize, rate: usize| move |t: usize, e: usize| (t * 37 + e * 53 + salt * 11) % 100 < rate + 2 * t;
+        let mut rows = task_rows("a", 40, steps, false, churn(salt, 80));
+        rows.extend(task_rows("a2", 40, steps, false, churn(salt + 1, 75)));
+        rows.extend(task_rows("b", 40, steps, false, move |t, e| (t + e + salt) % 4 == 0));
+        if with_all {
+            rows.extend(task_rows("c", 20, steps, false, churn(salt + 2, 60)));
+            rows.extend(task_rows("g", 20, steps, true, churn(salt + 3, 50)));
+        }
+        rows
+    }
+
+    /// Writes a variant's tables (`tasks.parquet`, `examples.parquet`) into `dir`.
+    fn write_variant(dir: &Path, rows: &[ExampleRecord]) {
+        std::fs::create_dir_all(dir).unwrap();
+        let tasks = records::summarise(rows).unwrap();
+        records::write_frame(&dir.join("tasks.parquet"), &mut records::tasks_frame(&tasks).unwrap()).unwrap();
+        records::write_frame(&dir.join("examples.parquet"), &mut records::examples_frame(rows).unwrap()).unwrap();
+    }
+
     /// `compare_full` on a run folder of single checkpoints (8 steps), averages and mean
     /// ensembles of k = 2 (the last 7): tasks `a` and `a2` (well above chance), `b` (below), `c`
     /// (which the ensembles lack: not compared) and the generation task `g` (which the mean
@@ -890,30 +913,12 @@ mod tests {
     fn a_run_folder_compared_by_hand() {
         let steps: Vec<u64> = (1..=8).map(|t| 10 * t).collect();
         let later = &steps[1..];
-        // right with a probability rising with t (a deterministic scramble of t and e)
-        let churn =
-            |salt: usize, rate: usize| move |t: usize, e: usize| (t * 37 + e * 53 + salt * 11) % 100 < rate + 2 * t;
-        let variant = |salt: usize, steps: &[u64], with_all: bool| -> Vec<ExampleRecord> {
-            let mut rows = task_rows("a", 40, steps, false, churn(salt, 80));
-            rows.extend(task_rows("a2", 40, steps, false, churn(salt + 1, 75)));
-            rows.extend(task_rows("b", 40, steps, false, move |t, e| (t + e + salt) % 4 == 0));
-            if with_all {
-                rows.extend(task_rows("c", 20, steps, false, churn(salt + 2, 60)));
-                rows.extend(task_rows("g", 20, steps, true, churn(salt + 3, 50)));
-            }
-            rows
-        };
         let run = tempfile::tempdir().unwrap();
-        let write = |dir: &Path, rows: &[ExampleRecord]| {
-            std::fs::create_dir_all(dir).unwrap();
-            let tasks = records::summarise(rows).unwrap();
-            records::write_frame(&dir.join("tasks.parquet"), &mut records::tasks_frame(&tasks).unwrap()).unwrap();
-            records::write_frame(&dir.join("examples.parquet"), &mut records::examples_frame(rows).unwrap()).unwrap();
-        };
-        let (single, average, ensemble) = (variant(0, &steps, true), variant(5, later, true), variant(9, later, false));
-        write(&run.path().join("eval"), &single);
-        write(&run.path().join("eval-avg-k2"), &average);
-        write(&run.path().join("ensembled/k2"), &ensemble);
+        let (single, average, ensemble) =
+            (variant_rows(0, &steps, true), variant_rows(5, later, true), variant_rows(9, later, false));
+        write_variant(&run.path().join("eval"), &single);
+        write_variant(&run.path().join("eval-avg-k2"), &average);
+        write_variant(&run.path().join("ensembled/k2"), &ensemble);
         let opts = Options { bootstrap: 40, splits: 10, noise_sims: 50, ..Default::default() };
         let c = compare_full(run.path(), &opts).unwrap();
         assert_eq!(c.shared_steps, later);
@@ -979,10 +984,87 @@ mod tests {
             crate::stats::sample_sd(&mean_draws)
         );
         // three shared steps compare; two do not
-        write(&run.path().join("ensembled/k2"), &variant(9, &steps[5..], false));
+        write_variant(&run.path().join("ensembled/k2"), &variant_rows(9, &steps[5..], false));
         assert_eq!(compare_full(run.path(), &opts).unwrap().shared_steps, &steps[5..]);
-        write(&run.path().join("ensembled/k2"), &variant(9, &steps[6..], false));
+        write_variant(&run.path().join("ensembled/k2"), &variant_rows(9, &steps[6..], false));
         let err = format!("{:#}", compare_full(run.path(), &opts).err().expect("two steps refused"));
         assert!(err.contains("the variants share only 2 steps"), "{err}");
+    }
+
+    /// `analysis compare` writes the stability and difference tables with their provenance
+    /// into `<run>/analysis/` and prints the acc table and the pooled MTV and flip-rate rows.
+    #[test]
+    fn the_written_set_and_the_printed_tables() {
+        let steps: Vec<u64> = (1..=6).map(|t| 10 * t).collect();
+        let run = tempfile::tempdir().unwrap();
+        write_variant(&run.path().join("eval"), &variant_rows(0, &steps, true));
+        write_variant(&run.path().join("eval-avg-k2"), &variant_rows(5, &steps[1..], true));
+        let opts = Options { bootstrap: 30, splits: 10, noise_sims: 50, ..Default::default() };
+        let text = write(run.path(), &opts).unwrap();
+        let (rows, diffs, _) = compare(run.path(), &opts).unwrap();
+        let out = run.path().join("analysis");
+        for f in [
+            "stability.parquet",
+            "stability.csv",
+            "differences.parquet",
+            "differences.csv",
+            "stability.provenance.json",
+        ] {
+            assert!(out.join(f).is_file(), "{f}");
+        }
+        let csv = std::fs::read_to_string(out.join("differences.csv")).unwrap();
+        assert_eq!(csv.lines().count(), diffs.len() + 1);
+        let prov: serde_json::Value =
+            serde_json::from_str(&std::fs::read_to_string(out.join("stability.provenance.json")).unwrap()).unwrap();
+        assert_eq!((prov["bootstrap"].as_u64(), prov["seed"].as_u64()), (Some(30), Some(1234)));
+        assert_eq!(text, format!("{}\n{}cost: forward passes per prediction relative to one checkpoint (averaging also reads k checkpoints once to build each model)\n", render(&rows, "acc"), render_differences(&diffs)));
+        // the acc table: a header, the metric's name, one line per acc row (a, a2, b, c, g x
+        // single, smoothing, average), none of another metric
+        let acc = render(&rows, "acc");
+        let lines: Vec<&str> = acc.lines().collect();
+        assert_eq!(lines[0], "metric: acc");
+        assert!(
+            lines[1].starts_with("task ") && lines[1].contains("MTV 95% CI") && lines[1].ends_with("cost"),
+            "{}",
+            lines[1]
+        );
+        assert_eq!(lines.len(), 2 + 15, "{acc}");
+        let a = rows.iter().find(|r| r.task == "a" && r.metric == "acc" && r.method == Method::Average).unwrap();
+        let line = format!(
+            "{:<21} {:<13} {:>3} {:>5} {:>7.3} {:>7.3} {:>6.3} {:>15} {:>6} {:>15} {:>6} {:>5}",
+            "a",
+            "average",
+            2,
+            5,
+            a.final_score,
+            a.mean_score,
+            a.mtv,
+            ci(a.mtv_ci_low, a.mtv_ci_high),
+            format!("{:.3}", a.flip_rate.unwrap()),
+            ci(a.flip_rate_ci_low, a.flip_rate_ci_high),
+            format!("{:.3}", a.instability.unwrap()),
+            1
+        );
+        assert!(lines.contains(&line.as_str()), "{line}\n{acc}");
+        assert_eq!(render(&rows, "margin").lines().count(), 2 + 12, "margin: the multiple-choice tasks alone");
+        // the differences: pooled rows of MTV and flip rate only
+        let printed = render_differences(&diffs);
+        let want =
+            diffs.iter().filter(|d| d.task == "pooled" && (d.statistic == "mtv" || d.statistic == "flip_rate")).count();
+        assert!(want > 0 && diffs.iter().any(|d| d.task == "pooled" && d.statistic == "mean_score"));
+        assert_eq!(printed.lines().count(), 2 + want, "{printed}");
+        assert!(printed.starts_with("paired differences, pooled over the tasks above chance"));
+        let d = diffs.iter().find(|d| d.task == "pooled" && d.metric == "acc" && d.statistic == "flip_rate").unwrap();
+        let line = format!(
+            "{:<13} {:<11} {:<20} {:<16} {:>+8.4} {:>19} {:>19}",
+            "acc",
+            "flip_rate",
+            "average k=2",
+            "single k=1",
+            d.estimate,
+            format!("[{:+.4}, {:+.4}]", d.ci_low, d.ci_high),
+            format!("[{:+.4}, {:+.4}]", d.ci_low_family, d.ci_high_family)
+        );
+        assert!(printed.lines().any(|l| l == line), "{line}\n{printed}");
     }
 }

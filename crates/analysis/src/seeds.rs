@@ -364,4 +364,22 @@ mod tests {
         }
         assert!(pooled_t_difference(&[1.0, 2.0], &[3.0], 0.95).is_some());
     }
+
+    /// What a recipe-level estimate refuses: a level outside (0, 1) (0 and 1 themselves: a
+    /// zero-width or an infinite interval), a run that is not finite; fewer than two distinct runs
+    /// are refused as copies of one run.
+    #[test]
+    fn recipe_estimate_refuses_what_it_cannot_combine() {
+        let runs = [0.1, 0.3, 0.2];
+        assert!(recipe_estimate(&runs, 0.95).is_some());
+        for level in [0.0, 1.0, -0.5, 1.5, f64::NAN] {
+            assert_eq!(recipe_estimate(&runs, level), None, "level {level}");
+        }
+        for bad in [f64::NAN, f64::INFINITY, f64::NEG_INFINITY] {
+            assert_eq!(recipe_estimate(&[0.1, bad, 0.2], 0.95), None, "{bad}");
+            assert_eq!(recipe_estimate(&[0.1, 0.2, bad], 0.95), None, "{bad}");
+        }
+        assert_eq!(recipe_estimate(&[], 0.95), None);
+        assert_eq!(recipe_estimate(&[0.4], 0.95), None);
+    }
 }

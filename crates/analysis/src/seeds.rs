@@ -263,6 +263,9 @@ mod tests {
         // (t_{0.975, 3} / 2 = 1.59 < 2, where 3 runs give 4.30 / sqrt(3) = 2.48)
         assert!(e.low < 0.0);
         assert_eq!(runs_needed(&r(&[1.0, 2.0, 3.0]), 0.0, 0.95, 100), Some(4));
+        // against a threshold of 1 the gap is 1, not the mean's 2: t_{0.975, 5} / sqrt(6) = 1.05,
+        // t_{0.975, 6} / sqrt(7) = 0.92, so 7 runs
+        assert_eq!(runs_needed(&r(&[1.0, 2.0, 3.0]), 1.0, 0.95, 100), Some(7));
         assert_eq!(runs_needed(&r(&[-1.0, 1.0]), 0.0, 0.95, 100), None, "a mean on the threshold is never decided");
         let n = runs_needed(&r(&[0.1, 1.0, 1.9]), 0.0, 0.95, 100).unwrap();
         assert!(n > 3 && recipe_estimate(&r(&[0.1, 1.0, 1.9]), 0.95).unwrap().low < 0.0, "{n}");

@@ -680,11 +680,15 @@ mod tests {
         Panel::build("t", &rows.iter().collect::<Vec<_>>()).unwrap()
     }
 
+    /// Each checkpoint's score on the examples `idx` (with repeats), by hand.
+    fn scores_by_hand(correct: &[[u32; 4]], idx: &[usize]) -> Vec<f64> {
+        correct.iter().map(|r| idx.iter().map(|&e| f64::from(r[e])).sum::<f64>() / idx.len() as f64).collect()
+    }
+
     /// What `compare_task` computes of one method on the examples `idx`, by hand from its
     /// correctness and chosen options: MTV, final and mean score, flip rate, instability.
     fn by_hand(correct: &[[u32; 4]], chosen: &[[u32; 4]], idx: &[usize]) -> [f64; 5] {
-        let s: Vec<f64> =
-            correct.iter().map(|r| idx.iter().map(|&e| f64::from(r[e])).sum::<f64>() / idx.len() as f64).collect();
+        let s = scores_by_hand(correct, idx);
         let m = s.len();
         let mtv = (1..m).map(|t| (s[t] - s[t - 1]).abs()).sum::<f64>() / (m - 1) as f64;
         // the share of transitions at which an example's value changes, averaged over `idx`
@@ -713,10 +717,11 @@ mod tests {
         let gold = [0, 1, 2, 0];
         // right: 1000 / 1100 / 1110 / 1010 / 1111
         let single = [[0, 0, 0, 1], [0, 1, 1, 2], [0, 1, 2, 1], [0, 2, 2, 2], [0, 1, 2, 0]];
+        let average = [[0, 1, 1, 2], [0, 1, 2, 2], [0, 1, 2, 1]];
         let correct = |p: &[[u32; 4]]| -> Vec<[u32; 4]> {
             p.iter().map(|r| std::array::from_fn(|e| u32::from(r[e] == gold[e]))).collect()
         };
-        let average = [[0, 1, 1, 2], [0, 1, 2, 2], [0, 1, 2, 1]];
+        let (right_single, right_average) = (correct(&single), correct(&average));
         let full = panel(&single, gold, &[10, 20, 30, 40, 50]);
         let shared = [30, 40, 50];
         let trails = [
@@ -732,18 +737,15 @@ mod tests {
         // the smoothing baselines: k-moving averages of the single checkpoints' scores ending at
         // the shared positions (0.25 0.5 0.75 0.5 1 before)
         let smooth = |idx: &[usize], k: usize| -> [f64; 5] {
-            let all: Vec<f64> = correct(&single)
-                .iter()
-                .map(|r| idx.iter().map(|&e| f64::from(r[e])).sum::<f64>() / idx.len() as f64)
-                .collect();
+            let all = scores_by_hand(&right_single, idx);
             let ma: Vec<f64> = (2..5).map(|t| all[t + 1 - k..=t].iter().sum::<f64>() / k as f64).collect();
             let mtv = ((ma[1] - ma[0]).abs() + (ma[2] - ma[1]).abs()) / 2.0;
             [mtv, ma[2], ma.iter().sum::<f64>() / 3.0, f64::NAN, f64::NAN]
         };
         let all = [0, 1, 2, 3];
         let want = [
-            by_hand(&correct(&single)[2..], &single[2..], &all),
-            by_hand(&correct(&average), &average, &all),
+            by_hand(&right_single[2..], &single[2..], &all),
+            by_hand(&right_average, &average, &all),
             smooth(&all, 2),
             smooth(&all, 3),
         ];
@@ -761,8 +763,8 @@ mod tests {
         assert_eq!(c.draws.len(), 9);
         for (d, idx) in c.draws.iter().zip(&idx) {
             let want = [
-                by_hand(&correct(&single)[2..], &single[2..], idx),
-                by_hand(&correct(&average), &average, idx),
+                by_hand(&right_single[2..], &single[2..], idx),
+                by_hand(&right_average, &average, idx),
                 smooth(idx, 2),
                 smooth(idx, 3),
             ];
@@ -807,7 +809,7 @@ mod tests {
     }
 
     /// A run folder without single-checkpoint tables is told to run `lm eval`, whether eval/ is
-    /// missing or holds no tables; a broken later variant is named by its own error.
+    /// missing or holds no tables (then with the read error of its tasks.parquet beside it).
     #[test]
     fn a_run_without_eval_tables() {
         let run = tempfile::tempdir().unwrap();

@@ -968,4 +968,371 @@ mod tests {
         let h = 1.959964 * (0.125f64).sqrt();
         assert!((lo - (0.5 - h)).abs() < 1e-5 && (hi - (0.5 + h)).abs() < 1e-5);
     }
+
+    /// Right on examples `lo..hi` of 20, wrong on the others.
+    fn right(lo: usize, hi: usize) -> Vec<bool> {
+        (0..20).map(|e| (lo..hi).contains(&e)).collect()
+    }
+
+    /// 20 examples, steps 10-50, scores 0.25, 0.35, 0.5, 0.6, 0.2; the final stage (the last 3
+    /// checkpoints at the default 20%) is steps 30-50. Latest change 40 -> 50: 8 examples right ->
+    /// wrong, none back (b = 8, c = 0); final stage 30 -> 50: b = 8, c = 2.
+    fn trail() -> Panel {
+        panel(&[right(0, 5), right(0, 7), right(0, 10), right(0, 12), right(8, 12)], &[10, 20, 30, 40, 50])
+    }
+
+    fn difference(
+        what: (&str, &str, &str),
+        method: Method,
+        k: usize,
+        baseline: (Method, usize),
+        e: (f64, f64, f64),
+    ) -> DifferenceRow {
+        DifferenceRow {
+            task: what.0.into(),
+            tasks: 1,
+            metric: what.1.into(),
+            statistic: what.2.into(),
+            method,
+            k,
+            baseline: baseline.0,
+            baseline_k: baseline.1,
+            estimate: e.0,
+            se: 0.01,
+            ci_low: e.1,
+            ci_high: e.2,
+            ci_low_family: e.1,
+            ci_high_family: e.2,
+            examples: 20,
+        }
+    }
+
+    /// The changes, the worked numbers of every verdict's words (exact McNemar, Wald interval;
+    /// computed by hand: z = 1.959964, z(0.8) = 0.841621).
+    #[test]
+    fn the_words_of_each_verdict_by_hand() {
+        let (a, b) = (bits(&right(0, 12)), bits(&right(8, 12)));
+        // b = 8, c = 0: change -0.4, se sqrt((0.4 - 0.16) / 20), p = 2 / 2^8
+        let drop = paired_change(&a, &b, 10, 1);
+        assert_eq!(drop.sentence(), "real drop of 40.0 points [18.5, 61.5] (exact McNemar p = 0.008)");
+        assert_eq!(drop.headline(), "real drop: -40.0 [-61.5, -18.5] points");
+        let rise = paired_change(&b, &a, 10, 1);
+        assert_eq!(rise.verdict, Verdict::RealRise);
+        assert_eq!(rise.sentence(), "real rise of 40.0 points [18.5, 61.5] (exact McNemar p = 0.008)");
+        assert_eq!(rise.headline(), "real rise: +40.0 [+18.5, +61.5] points");
+        // b = 8, c = 2: p = 2 x 56 / 1024; the interval excludes 0, the exact test does not
+        let stage = paired_change(&bits(&right(0, 10)), &b, 10, 1);
+        assert_eq!(
+            stage.sentence(),
+            "within noise: -30.0 points [-58.1, -1.9], p = 0.109; detectable at 80% power: 44.3 points"
+        );
+        assert_eq!(stage.headline(), "within noise: -30.0 [-58.1, -1.9]; detectable 44.3");
+        // examples changed both ways (b = c = 2), or one way only (b = 2, c = 0): not "no example"
+        let both = paired_change(&bits(&right(0, 10)), &bits(&right(2, 12)), 10, 1);
+        assert_eq!((both.worse, both.better, both.change), (Some(2), Some(2), 0.0));
+        assert_eq!(
+            both.sentence(),
+            "within noise: +0.0 points [-19.6, +19.6], p = 1.000; detectable at 80% power: 28.0 points"
+        );
+        let one_way = paired_change(&bits(&right(0, 12)), &bits(&right(0, 10)), 10, 1);
+        assert_eq!(
+            one_way.sentence(),
+            "within noise: -10.0 points [-23.1, +3.1], p = 0.500; detectable at 80% power: 19.8 points"
+        );
+        assert_eq!(
+            (format_p(0.000_999), format_p(0.001), format_p(0.0414)),
+            ("< 0.001".into(), "= 0.001".into(), "= 0.041".into())
+        );
+        // no examples: no band at all
+        assert_eq!(noise_band(ndarray::Array2::<f64>::zeros((2, 0)).view()), vec![None, None]);
+    }
+
+    /// The newest transition and the final stage of a 5-checkpoint trail; a 2-checkpoint trail
+    /// has one change only (its final stage is its newest transition), a single checkpoint none.
+    #[test]
+    fn latest_changes_by_hand() {
+        let opts = Options { noise_sims: 10, ..Default::default() };
+        let l = latest_changes(&trail(), &opts);
+        let spans: Vec<_> =
+            l.iter().map(|c| (c.span, c.from_step, c.to_step, c.metric.as_str(), c.task.as_str())).collect();
+        assert_eq!(spans, vec![("latest", 40, 50, "acc", "t"), ("final stage", 30, 50, "acc", "t")]);
+        assert_eq!((l[0].change.worse, l[0].change.better, l[0].change.verdict), (Some(8), Some(0), Verdict::RealDrop));
+        assert_eq!(
+            (l[1].change.worse, l[1].change.better, l[1].change.verdict),
+            (Some(8), Some(2), Verdict::WithinNoise)
+        );
+        let norm = Options { use_acc_norm: true, ..opts };
+        assert_eq!(latest_changes(&trail(), &norm)[0].metric, "acc_norm");
+        let two = panel(&[right(0, 12), right(8, 12)], &[40, 50]);
+        let l = latest_changes(&two, &opts);
+        assert_eq!(l.iter().map(|c| (c.span, c.from_step)).collect::<Vec<_>>(), vec![("latest", 40)]);
+        assert!(latest_changes(&panel(&[right(0, 12)], &[40]), &opts).is_empty());
+    }
+
+    /// Every decision of a run with an average of k = 2 and 4 evaluated (and an ensemble whose
+    /// examples differ), each looked up among rows that differ from the right one in one field
+    /// only, and their rows and text by hand.
+    #[test]
+    fn the_decisions_of_a_run_by_hand() {
+        let avg = |k| Variant::new(Method::Average, k);
+        let opts = Options { noise_sims: 10, ..Default::default() };
+        let mut panels = BTreeMap::new();
+        panels.insert("t".to_string(), trail());
+        // the selection optimism: the final window's acc row, beside rows of another window,
+        // metric and task
+        let tm = |task: &str, window: &str, metric: &str, o: f64| TaskMetrics {
+            task: task.into(),
+            window: window.into(),
+            metric: metric.into(),
+            selection_optimism: Some(o),
+            selection_optimism_ci_low: Some(o - 0.04),
+            selection_optimism_ci_high: Some(o + 0.03),
+            ..Default::default()
+        };
+        let metrics = [
+            tm("t", "all", "acc", 0.3),
+            tm("t", "final", "acc_norm", 0.3),
+            tm("u", "final", "acc", 0.3),
+            tm("t", "final", "acc", 0.05),
+        ];
+        // remedies: the single checkpoints (not a remedy), an average of 2 scored at one more step
+        // than the single ones, an ensemble on 19 examples (other examples: left out)
+        let mut remedy_panels: BTreeMap<Variant, BTreeMap<String, Panel>> = BTreeMap::new();
+        remedy_panels.insert(Variant::SINGLE, [("t".to_string(), trail())].into());
+        let averaged = panel(&[right(0, 10), right(0, 12), right(0, 13), right(0, 20)], &[30, 40, 50, 60]);
+        remedy_panels.insert(avg(2), [("t".to_string(), averaged)].into());
+        let fewer = panel(&[(0..19).map(|e| e < 10).collect(), (0..19).map(|e| e < 10).collect()], &[40, 50]);
+        remedy_panels.insert(Variant::new(Method::EnsembleMean, 2), [("t".to_string(), fewer)].into());
+        let sm = (Method::Smoothing, 2);
+        let single = (Method::Single, 1);
+        let near = |e: f64| (e, e - 0.01, e + 0.01);
+        let low = (-0.05, -0.08, -0.03);
+        let diffs = vec![
+            // the keep decision's: average k=2 against smoothing k=2 on the mean score
+            difference(("v", "acc", "mean_score"), Method::Average, 2, sm, near(0.1)),
+            difference(("t", "acc_norm", "mean_score"), Method::Average, 2, sm, near(0.2)),
+            difference(("t", "acc", "mtv"), Method::Average, 2, sm, near(0.3)),
+            difference(("t", "acc", "mean_score"), Method::EnsembleMean, 2, sm, near(0.4)),
+            difference(("t", "acc", "mean_score"), Method::Average, 3, sm, near(0.5)),
+            difference(("t", "acc", "mean_score"), Method::Average, 2, (Method::Single, 2), near(0.6)),
+            difference(("t", "acc", "mean_score"), Method::Average, 2, (Method::Smoothing, 3), near(0.7)),
+            difference(("t", "acc", "mean_score"), Method::Average, 2, sm, (0.01, -0.02, 0.04)),
+            // the window decision's: average k=4 against single checkpoints (mean score below 0)
+            difference(("v", "acc", "mean_score"), Method::Average, 4, single, low),
+            difference(("t", "acc_norm", "mean_score"), Method::Average, 4, single, low),
+            difference(("t", "acc", "flip_rate"), Method::Average, 4, single, low),
+            difference(("t", "acc", "mean_score"), Method::EnsembleMean, 4, single, low),
+            difference(("t", "acc", "mean_score"), Method::Average, 8, single, low),
+            difference(("t", "acc", "mean_score"), Method::Average, 4, sm, low),
+            difference(("t", "acc", "mtv"), Method::Average, 4, single, (-0.15, -0.2, -0.1)),
+            // no loss of mean score: the interval reaches 0 exactly
+            difference(("t", "acc", "mean_score"), Method::Average, 4, single, (-0.01, -0.02, 0.0)),
+        ];
+        let stability = |task: &str, metric: &str, method: Method, k: usize, mtv: f64| StabilityRow {
+            task: task.into(),
+            metric: metric.into(),
+            method,
+            k,
+            mtv,
+            mtv_ci_low: Some(mtv - 0.02),
+            mtv_ci_high: Some(mtv + 0.02),
+            ..Default::default()
+        };
+        let rows = vec![
+            stability("t", "acc", Method::Single, 1, 0.2),
+            stability("t", "acc", Method::Average, 4, 0.05),
+            stability("t", "acc", Method::Average, 1, 0.15),
+            stability("t", "acc", Method::Average, 2, 0.1),
+            stability("t", "acc_norm", Method::Average, 3, 0.12),
+            stability("v", "acc", Method::Single, 1, 0.2),
+            stability("v", "acc", Method::Average, 2, 0.1),
+        ];
+        let null_p: BTreeMap<(String, Variant), f64> = [
+            (("t".to_string(), Variant::SINGLE), 0.01),
+            (("t".to_string(), avg(1)), 0.9),
+            (("t".to_string(), avg(2)), 0.03),
+            (("t".to_string(), avg(3)), 0.5),
+            (("t".to_string(), avg(4)), 0.2),
+            (("v".to_string(), Variant::SINGLE), 0.5),
+        ]
+        .into();
+        let remedies = Remedies {
+            panels: &remedy_panels,
+            shared_steps: vec![30, 40, 50],
+            rows: &rows,
+            diffs: &diffs,
+            null_p: &null_p,
+        };
+        let tasks = ["t".to_string(), "u".to_string()];
+        let d = decide(&panels, &tasks, &metrics, Some(&remedies), &opts);
+
+        assert_eq!(d.latest, latest_changes(&trail(), &opts));
+        assert_eq!(d.task_level_only, vec!["u".to_string()]);
+        let [k] = &d.keep[..] else { panic!("{:?}", d.keep) };
+        // best: step 40 (0.6); step 30 (b = 2, c = 0: p = 0.5) is tied with it, step 50 (b = 8,
+        // c = 0: p = 0.0078 <= 0.05 / 2) is not
+        assert_eq!(
+            (k.best_step, k.best_score, &k.indistinguishable, &k.window_steps),
+            (40, 0.6, &vec![30, 40], &vec![30, 40, 50])
+        );
+        // 0.6 - optimism 0.05 [0.01, 0.08]
+        let (e, lo, hi) = k.corrected.unwrap();
+        assert!(
+            (e - 0.55).abs() < 1e-12 && (lo - 0.52).abs() < 1e-12 && (hi - 0.59).abs() < 1e-12,
+            "{:?}",
+            k.corrected
+        );
+        let [r] = &k.remedies[..] else { panic!("{:?}", k.remedies) };
+        // the average's step 50 (the last shared step): 13 right, one more than the best
+        assert_eq!(
+            (r.variant, r.step, r.score, r.vs_best.better, r.vs_best.worse),
+            (avg(2), 50, 0.65, Some(1), Some(0))
+        );
+        assert_eq!(r.vs_smoothing, Some((0.01, -0.02, 0.04)));
+        let [w] = &d.window[..] else { panic!("{:?}", d.window) };
+        assert_eq!(
+            (w.task.as_str(), w.metric.as_str(), w.method, w.single_mtv, w.single_null_p),
+            ("t", "acc", Method::Average, 0.2, Some(0.01))
+        );
+        let ks: Vec<(usize, f64, Option<f64>)> = w.options.iter().map(|o| (o.variant.k, o.mtv, o.null_p)).collect();
+        assert_eq!(ks, vec![(4, 0.05, Some(0.2)), (2, 0.1, Some(0.03))]);
+        assert_eq!(w.options[0].mtv_ci, (0.05 - 0.02, 0.05 + 0.02));
+        assert_eq!(w.options[0].mtv_vs_single, Some((-0.15, -0.2, -0.1)));
+        assert_eq!(w.options[0].mean_vs_single, Some((-0.01, -0.02, 0.0)));
+        assert_eq!(w.options[1].mean_vs_single, Some(near(0.6)));
+        assert_eq!(w.recommended, Some(4), "{}", w.reason);
+
+        let latest = "step 40 -> 50: real drop of 40.0 points [18.5, 61.5] (exact McNemar p = 0.008)";
+        let stage =
+            "step 30 -> 50: within noise: -30.0 points [-58.1, -1.9], p = 0.109; detectable at 80% power: 44.3 points";
+        let keep = "keep step 40 (0.600); 2 of the 3 final-stage checkpoints are indistinguishable from it; \
+                    selection-corrected score 0.550 [0.520, 0.590]; average k=2 at step 50 vs the best: \
+                    +5.0 [-4.6, +14.6] points (within noise), +1.0 [-2.0, +4.0] vs smoothing";
+        let window =
+            "average: k = 4: its trail moves within paired noise (MTV 0.0500 vs 0.2000 single, null p = 0.200) \
+                      at a mean score of -1.0 points [-2.0, +0.0] vs single";
+        assert_eq!(
+            d.render(),
+            format!(
+                "decisions (paired on the eval set's examples; points = 100 x accuracy):\nt\n  latest change  {latest}\n  \
+                 final stage   {stage}\n  keep          {keep}\n  window        {window}\nu\n  latest change  not decidable: \
+                 no per-example data (lm_eval --log_samples keeps it)\n"
+            )
+        );
+        let rows = d.rows();
+        let c = &d.latest[0].change;
+        assert!((c.p_value - 2.0 / 256.0).abs() < 1e-12, "{}", c.p_value);
+        let expected_latest = DecisionRow {
+            task: "t".into(),
+            decision: "latest_change".into(),
+            metric: "acc".into(),
+            from_step: Some(40),
+            to_step: Some(50),
+            estimate: Some(-0.4),
+            ci_low: Some(c.ci_low),
+            ci_high: Some(c.ci_high),
+            p_value: Some(c.p_value),
+            mde: Some(c.mde),
+            verdict: Some(Verdict::RealDrop),
+            choice: None,
+            headline: "real drop: -40.0 [-61.5, -18.5] points".into(),
+            summary: latest.into(),
+        };
+        assert_eq!(rows[0], expected_latest);
+        assert_eq!(
+            (rows[1].decision.as_str(), rows[1].from_step, rows[1].verdict),
+            ("final_stage_change", Some(30), Some(Verdict::WithinNoise))
+        );
+        assert_eq!(rows[1].summary, stage);
+        let expected_keep = DecisionRow {
+            task: "t".into(),
+            decision: "keep".into(),
+            metric: "acc".into(),
+            from_step: Some(30),
+            to_step: Some(50),
+            estimate: Some(e),
+            ci_low: Some(lo),
+            ci_high: Some(hi),
+            choice: Some("step 40".into()),
+            headline: "step 40 (0.600); 2 of 3 tied; corrected 0.550 [0.520, 0.590]".into(),
+            summary: keep.into(),
+            ..Default::default()
+        };
+        assert_eq!(rows[2], expected_keep);
+        let expected_window = DecisionRow {
+            task: "t".into(),
+            decision: "window".into(),
+            metric: "acc".into(),
+            estimate: Some(-0.15),
+            ci_low: Some(-0.2),
+            ci_high: Some(-0.1),
+            p_value: Some(0.2),
+            choice: Some("average k=4".into()),
+            headline: "average: k = 4".into(),
+            summary: window.into(),
+            ..Default::default()
+        };
+        assert_eq!(rows[3], expected_window);
+        assert_eq!(
+            (rows[4].task.as_str(), rows[4].decision.as_str(), rows[4].headline.as_str()),
+            ("u", "latest_change", "not decidable without per-example data")
+        );
+        assert_eq!(rows.len(), 5);
+
+        // without remedies: no window, and the kept checkpoint is set against nothing
+        let d = decide(&panels, &tasks, &metrics, None, &opts);
+        assert!(d.window.is_empty() && d.keep[0].remedies.is_empty());
+    }
+
+    /// The rows of the other two window outcomes (single checkpoints already within noise; no
+    /// window qualifies), and the order of a task's rows whatever the order they were found in.
+    #[test]
+    fn the_rows_of_every_window_outcome_in_order() {
+        let advice = |task: &str, recommended: Option<usize>| WindowAdvice {
+            task: task.into(),
+            metric: "acc".into(),
+            method: Method::EnsembleMean,
+            single_mtv: 0.2,
+            single_null_p: Some(0.4),
+            options: vec![option(2, 0.3, 0.01)],
+            recommended,
+            reason: "why".into(),
+        };
+        let l = latest_changes(&trail(), &Options { noise_sims: 10, ..Default::default() });
+        // found in the other order: the final stage before the newest transition, the window
+        // before the keep decision
+        let d = Decisions {
+            latest: vec![l[1].clone(), l[0].clone()],
+            keep: vec![],
+            window: vec![advice("a", Some(1)), advice("b", None)],
+            task_level_only: vec![],
+        };
+        let rows = d.rows();
+        let what: Vec<(&str, &str)> = rows.iter().map(|r| (r.task.as_str(), r.decision.as_str())).collect();
+        assert_eq!(what, vec![("a", "window"), ("b", "window"), ("t", "latest_change"), ("t", "final_stage_change")]);
+        let (a, b) = (&rows[0], &rows[1]);
+        assert_eq!(
+            (a.choice.as_deref(), a.p_value, a.estimate, a.headline.as_str(), a.summary.as_str()),
+            (
+                Some("single"),
+                Some(0.4),
+                None,
+                "ensemble: not needed (single checkpoints within noise)",
+                "ensemble: why"
+            )
+        );
+        assert_eq!(
+            (b.choice.as_deref(), b.p_value, b.estimate, b.headline.as_str()),
+            (Some("none"), None, None, "ensemble: none of the evaluated k")
+        );
+        let mut with_keep = d.clone();
+        with_keep.latest.clear();
+        with_keep.window = vec![advice("t", None)];
+        let k = keep(&trail(), None, &[], &[], &Options { noise_sims: 10, ..Default::default() }).unwrap();
+        assert_eq!(k.corrected, None);
+        with_keep.keep = vec![k];
+        let order: Vec<String> = with_keep.rows().into_iter().map(|r| r.decision).collect();
+        assert_eq!(order, vec!["keep", "window"]);
+        assert_eq!(with_keep.rows()[0].headline, "step 40 (0.600); 2 of 3 tied");
+    }
 }

@@ -1132,6 +1132,12 @@ mod tests {
         assert!(c("G5").estimate.is_nan() && c("G5").verdict == Verdict::Inconclusive && c("G5").parts.is_empty());
         assert_eq!((c("G1").parts[0].metric, c("G2").parts[0].metric), ("char_f1", "instability"));
         assert_eq!(c("G2").detail, "2 generation tasks with texts above 0 char F1: cont, qa");
+        assert_eq!(
+            c("G2").rule,
+            "IS (1 - char F1 of consecutive texts)(average k=4) - IS (1 - char F1 of consecutive texts)(single k=1) < 0, per task, pooled"
+        );
+        assert_eq!(c("G4").rule, "char-F1 MTV(average k=4) - char-F1 MTV(smoothing k=4) < 0, per task, pooled");
+        assert_eq!(c("G4").parts[0].metric, "char_f1");
     }
 
     #[test]
@@ -1158,6 +1164,15 @@ mod tests {
         // threshold ln 0.5 / ln(1.2e10 / 7e7) = -0.135: the interval [-0.34, -0.06] straddles it
         assert_eq!(c16.verdict, Verdict::Inconclusive);
         assert_eq!(c16.n_needed, None);
+        assert!(
+            c16.rule.starts_with("pooled slope of ln(final-20% task MTV) on ln(parameters) > -0.135 "),
+            "{}",
+            c16.rule
+        );
+        assert_eq!(
+            (c16.detail.as_str(), c16.parts[0].metric),
+            ("32 points, t interval widened to the family level", "slope")
+        );
     }
 
     #[test]
@@ -1168,5 +1183,177 @@ mod tests {
         assert!((se4 - 0.025).abs() < 1e-12);
         assert!((hi4 - lo4) * 2.0 - (hi1 - lo1) < 1e-12);
         assert!(pool(&[]).is_none());
+    }
+
+    /// C1-C4's intervals by hand (family z = 2.955167, the pooled se sqrt(sum se^2) / tasks), and
+    /// a third task above chance whose whole-run flip rate is 0: left out of the ratios C2 and C3
+    /// (it would divide by 0), counted among the tasks.
+    #[test]
+    fn the_pooled_claims_intervals_by_hand() {
+        let mut tm = hand_rows();
+        tm.push(TaskMetrics { mean_flip_rate: Some(0.05), flip_rate_se: Some(0.003), ..task("z", "final", true) });
+        tm.push(TaskMetrics { mtv: 0.01, mtv_se: Some(0.002), mean_flip_rate: Some(0.0), ..task("z", "all", true) });
+        let out = claims(&tm, &[], WINDOWS, None, SIZES);
+        let zf = 2.955_166_847;
+        // (estimate, se, verdict): C1 (0.02, 0.002) and (0.03, 0.002); C2 (0.2, 0.02) and
+        // (0.15, 0.01); C3 (0.4, 0.03) and (0.3, 0.015), its interval below 0.5; C4 (0.01, 0.004)
+        // and (0.03, 0.004)
+        let want = [
+            ("C1", 0.025, 0.002 * 2f64.sqrt() / 2.0, Verdict::Holds),
+            ("C2", 0.175, 0.0005f64.sqrt() / 2.0, Verdict::Holds),
+            ("C3", 0.35, 0.001125f64.sqrt() / 2.0, Verdict::DoesNotHold),
+            ("C4", 0.02, 0.004 * 2f64.sqrt() / 2.0, Verdict::Holds),
+        ];
+        for (c, (id, e, se, verdict)) in out.iter().zip(want) {
+            assert_eq!((c.id, c.verdict), (id, verdict), "{c:?}");
+            assert!((c.estimate - e).abs() < 1e-12, "{c:?}");
+            assert!((c.ci_low - (e - zf * se)).abs() < 1e-8 && (c.ci_high - (e + zf * se)).abs() < 1e-8, "{c:?}");
+            assert_eq!(c.n_needed, None);
+        }
+        assert_eq!(out[0].detail, "3 tasks above chance: a, b, z");
+        assert_eq!(
+            out[2].parts,
+            vec![Part {
+                metric: "acc",
+                estimate: out[2].estimate,
+                low: out[2].ci_low,
+                high: out[2].ci_high,
+                verdict: Verdict::DoesNotHold,
+                against: Some((Side::Above, 0.5))
+            }]
+        );
+    }
+
+    /// C5-C15 each read their own pooled differences (statistic, metrics, method and window,
+    /// baseline and its window), not the per-task rows with the same keys: every row has an
+    /// estimate of its own. C9 is inconclusive on both metrics (the examples per task the
+    /// harder one needs), C11 lacks its margin row (inconclusive although every other metric
+    /// holds), C13 fails on acc_norm.
+    #[test]
+    fn every_difference_claim_reads_its_own_rows() {
+        use Method::{Average as A, EnsembleMean as E, Single as S, Smoothing as Sm};
+        let every: &[Metric] = &Metric::CLAIMS;
+        let two: &[Metric] = &[Metric::Acc, Metric::AccNorm];
+        let rules: [(&str, &str, &[Metric], Method, Method, usize, Side); 11] = [
+            ("C5", "mtv", every, A, S, 1, Side::Below),
+            ("C6", "mtv", every, E, S, 1, Side::Below),
+            ("C7", "mtv", every, A, Sm, 16, Side::Below),
+            ("C8", "mtv", every, E, Sm, 16, Side::Below),
+            ("C9", "flip_rate", two, A, S, 1, Side::Below),
+            ("C10", "flip_rate", two, E, S, 1, Side::Below),
+            ("C11", "mtv", every, E, E, 2, Side::Below),
+            ("C12", "mtv", every, A, A, 4, Side::Below),
+            ("C13", "flip_rate", two, E, A, 16, Side::Below),
+            ("C14", "mean_score", two, A, S, 1, Side::Above),
+            ("C15", "mean_score", two, E, S, 1, Side::Above),
+        ];
+        let row = |task: &str, stat: &str, m: Metric, method, baseline, baseline_k, e: f64, se: f64| DifferenceRow {
+            task: task.into(),
+            statistic: stat.into(),
+            method,
+            baseline,
+            baseline_k,
+            ..pooled(m, e, se)
+        };
+        // claim i, metric j: 0.01 (i + 1) + 0.001 j on the claimed side, se 0.001
+        let estimate = |i: usize, j: usize, side: Side| {
+            let e = 0.01 * (i + 1) as f64 + 0.001 * j as f64;
+            if side == Side::Below {
+                -e
+            } else {
+                e
+            }
+        };
+        let mut diffs = vec![];
+        for &(id, stat, metrics, method, baseline, bk, _) in &rules {
+            for &m in metrics {
+                diffs.push(row("a", stat, m, method, baseline, bk, 0.5, 0.001)); // a task's own row
+                if id == "C11" && m == Metric::Margin {
+                    continue;
+                }
+                let (i, j) =
+                    (rules.iter().position(|r| r.0 == id).unwrap(), metrics.iter().position(|x| *x == m).unwrap());
+                let (e, se) = match (id, m) {
+                    ("C9", Metric::Acc) => (-0.004, 0.003),
+                    ("C9", _) => (-0.003, 0.003),
+                    ("C13", Metric::AccNorm) => (0.02, 0.001),
+                    _ => (estimate(i, j, rules[i].6), 0.001),
+                };
+                diffs.push(row("pooled", stat, m, method, baseline, bk, e, se));
+            }
+        }
+        let out = claims(&hand_rows(), &diffs, WINDOWS, None, SIZES);
+        for (i, &(id, stat, metrics, method, baseline, bk, side)) in rules.iter().enumerate() {
+            let c = out.iter().find(|c| c.id == id).unwrap();
+            let own: Vec<&DifferenceRow> = metrics
+                .iter()
+                .filter_map(|m| {
+                    diffs.iter().find(|d| {
+                        d.task == "pooled"
+                            && d.statistic == stat
+                            && d.metric == m.name()
+                            && d.method == method
+                            && d.baseline == baseline
+                            && d.baseline_k == bk
+                    })
+                })
+                .collect();
+            let parts: Vec<(&str, f64, f64, f64)> =
+                c.parts.iter().map(|p| (p.metric, p.estimate, p.low, p.high)).collect();
+            let want: Vec<(&str, f64, f64, f64)> = own
+                .iter()
+                .map(|d| {
+                    (
+                        Metric::CLAIMS.iter().find(|m| m.name() == d.metric).unwrap().name(),
+                        d.estimate,
+                        d.ci_low_family,
+                        d.ci_high_family,
+                    )
+                })
+                .collect();
+            assert_eq!(parts, want, "{id}");
+            assert_eq!(
+                (c.estimate, c.ci_low, c.ci_high),
+                (own[0].estimate, own[0].ci_low_family, own[0].ci_high_family),
+                "{id}"
+            );
+            assert_eq!(c.against, Some((side, 0.0)), "{id}");
+            let verdict = match id {
+                "C9" | "C11" => Verdict::Inconclusive,
+                "C13" => Verdict::DoesNotHold,
+                _ => Verdict::Holds,
+            };
+            assert_eq!(c.verdict, verdict, "{id}: {c:?}");
+            let expected_first = if id == "C9" { -0.004 } else { estimate(i, 0, side) };
+            assert!((c.estimate - expected_first).abs() < 1e-12, "{id}");
+            if id != "C9" {
+                assert_eq!(c.n_needed, None, "{id}");
+            }
+        }
+        let c = |id: &str| out.iter().find(|c| c.id == id).unwrap();
+        // the harder of C9's two metrics: -0.003 at se 0.003 on 500 examples a task
+        assert_eq!(c("C9").n_needed, Some(7208));
+        assert_eq!(
+            c("C9").detail,
+            "acc -0.0040 [-0.0129, +0.0049] inconclusive; acc_norm -0.0030 [-0.0119, +0.0059] inconclusive"
+        );
+        assert!(c("C13").detail.ends_with("acc_norm +0.0200 [+0.0170, +0.0230] does not hold"), "{}", c("C13").detail);
+        assert_eq!(
+            c("C5").rule,
+            "mtv(average k=16) - mtv(single k=1) < 0 on acc, acc_norm, gold_logprob, margin, pooled over 2 tasks"
+        );
+        assert_eq!(
+            c("C11").rule,
+            "mtv(ensemble k=16) - mtv(ensemble k=2) < 0 on acc, acc_norm, gold_logprob, margin, pooled over 2 tasks"
+        );
+        assert_eq!(
+            c("C14").rule,
+            "mean_score(average k=16) - mean_score(single k=1) > 0 on acc, acc_norm, pooled over 2 tasks"
+        );
+        assert_eq!(c("C11").parts.len(), 3);
+        assert_eq!(
+            (Verdict::Holds.label(), Verdict::DoesNotHold.label(), Verdict::Inconclusive.label()),
+            ("holds", "does not hold", "inconclusive")
+        );
     }
 }

@@ -628,4 +628,58 @@ mod tests {
             prop_assert!(w.low <= i.low + 1e-12 && w.high >= i.high - 1e-12);
         }
     }
+
+    /// What the other tests leave out: empty draws and eval sets, the observed MTV, an interval's
+    /// width, the percentile interval's bias correction, the kinds of NaN intervals, the BC
+    /// interval of an estimate outside every bootstrap value (the proportion kept at `0.5 / B`
+    /// or `1 - 0.5 / B`; bounds worked with Phi and Phi^-1 to 1e-9), the normal interval's
+    /// centre and its smallest bootstrap (two values).
+    #[test]
+    fn the_edges_by_hand() {
+        assert!(draw(0, 1, 0).is_empty() && draw_counts(0, 1, 0).is_empty());
+        // draw_counts counts the indices draw takes
+        let mut counts = vec![0u32; 9];
+        draw(9, 5, 3).iter().for_each(|&i| counts[i] += 1);
+        assert_eq!(draw_counts(9, 5, 3), counts);
+        assert!(scores(ndarray::Array2::<f64>::zeros((2, 0)).view()).iter().all(|x| x.is_nan()));
+        let v = array![[1.0, 0.0, 1.0], [0.0, 1.0, 0.5], [1.0, 1.0, 1.0]];
+        // scores 2/3, 1/2, 1: MTV (1/6 + 1/2) / 2
+        assert!((observed_mtv(v.view()) - 1.0 / 3.0).abs() < 1e-15);
+        let i = interval(0.6, &(0..=100).map(|k| k as f64 / 100.0).collect::<Vec<_>>(), 0.95, f64::NEG_INFINITY);
+        assert!((i.width() - (1.175 - 0.125)).abs() < 1e-12);
+        let boot: Vec<f64> = (0..=100).map(|k| k as f64 / 100.0).collect();
+        assert!((percentile(0.6, &boot, 0.95, f64::NEG_INFINITY).bias_corrected - 0.7).abs() < 1e-12);
+        assert_eq!(percentile(0.1, &[0.02, 0.03], 0.5, 0.05).low, 0.05);
+        assert_eq!(upper_bound(0.1, &[], 0.95, 0.0).kind, Kind::UpperBound);
+        assert!(upper_bound(0.1, &[f64::INFINITY], 0.95, 0.0).high.is_nan());
+        assert_eq!(basic(f64::NAN, &boot, 0.95, 0.0).kind, Kind::TwoSided);
+        assert!(percentile(f64::NAN, &boot, 0.95, 0.0).low.is_nan() && bc_percentile(0.1, &[], 0.95, 0.0).low.is_nan());
+        // below every bootstrap value: p = 0.5 / 101, z0 = -2.579268
+        let bc = bc_percentile(-1.0, &boot, 0.95, f64::NEG_INFINITY);
+        assert!(bc.low.abs() < 1e-9 && (bc.high - 0.000_690_549_519).abs() < 1e-9, "{bc:?}");
+        assert!((bc.bias_corrected - (-2.5)).abs() < 1e-12);
+        // above every one: p = 1 - 0.5 / 101
+        let bc = bc_percentile(2.0, &boot, 0.95, f64::NEG_INFINITY);
+        assert!((bc.low - 0.999_309_450_481).abs() < 1e-9 && (bc.high - 1.0).abs() < 1e-9, "{bc:?}");
+        // the estimate on a bootstrap value counts half: 0.2 ties once, 20 values below; p =
+        // 20.5 / 101, z0 = -0.831058
+        let bc = bc_percentile(0.2, &boot, 0.95, f64::NEG_INFINITY);
+        assert!((bc.low - 0.000_146_121_321).abs() < 1e-9 && (bc.high - 0.617_090_039_519).abs() < 1e-9, "{bc:?}");
+        // normal: centred on 2e - mean, sd with divisor B - 1; two values are enough, one is not
+        let i = normal_interval(0.5, &[0.2, 0.4], 0.95, f64::NEG_INFINITY);
+        let sd = 0.02f64.sqrt();
+        assert!(
+            (i.low - (0.7 - 1.959963984540054 * sd)).abs() < 1e-12
+                && (i.high - (0.7 + 1.959963984540054 * sd)).abs() < 1e-12,
+            "{i:?}"
+        );
+        assert!(normal_interval(0.5, &[0.2], 0.95, 0.0).low.is_nan());
+        assert_eq!(normal_interval(0.01, &[0.2, 0.4], 0.95, 0.0).low, 0.0);
+    }
+
+    #[test]
+    #[should_panic(expected = "different lengths")]
+    fn paired_many_refuses_ragged_statistics() {
+        paired_many(5, 4, 1, |idx| vec![0.0; 1 + idx[0] % 2 + usize::from(idx[1] == idx[2])]);
+    }
 }

@@ -1335,4 +1335,16 @@ mod tests {
         assert_eq!(order, vec!["keep", "window"]);
         assert_eq!(with_keep.rows()[0].headline, "step 40 (0.600); 2 of 3 tied");
     }
+
+    /// 0/1 scores on one side only (a continuous metric that happens to be 0/1 at a checkpoint):
+    /// not McNemar's pairs, the sign-flip test.
+    #[test]
+    fn scores_binary_on_one_side_only_use_the_sign_flip_test() {
+        let before = bits(&right(0, 10));
+        let after: Vec<f64> = before.iter().map(|x| x * 0.5 + 0.25).collect();
+        for (a, b) in [(&before, &after), (&after, &before)] {
+            let c = paired_change(a, b, 100, 1);
+            assert_eq!((c.test, c.worse, c.better), ("sign-flip", None, None), "{c:?}");
+        }
+    }
 }

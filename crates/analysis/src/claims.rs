@@ -1264,53 +1264,34 @@ mod tests {
                 e
             }
         };
-        let mut diffs = vec![];
-        for &(id, stat, metrics, method, baseline, bk, _) in &rules {
-            for &m in metrics {
+        // every claim's own pooled rows, in metric order, as they are written
+        let (mut diffs, mut own) = (vec![], vec![]);
+        for (i, &(id, stat, metrics, method, baseline, bk, side)) in rules.iter().enumerate() {
+            let mut rows = vec![];
+            for (j, &m) in metrics.iter().enumerate() {
                 diffs.push(row("a", stat, m, method, baseline, bk, 0.5, 0.001)); // a task's own row
                 if id == "C11" && m == Metric::Margin {
                     continue;
                 }
-                let (i, j) =
-                    (rules.iter().position(|r| r.0 == id).unwrap(), metrics.iter().position(|x| *x == m).unwrap());
                 let (e, se) = match (id, m) {
                     ("C9", Metric::Acc) => (-0.004, 0.003),
                     ("C9", _) => (-0.003, 0.003),
                     ("C13", Metric::AccNorm) => (0.02, 0.001),
-                    _ => (estimate(i, j, rules[i].6), 0.001),
+                    _ => (estimate(i, j, side), 0.001),
                 };
-                diffs.push(row("pooled", stat, m, method, baseline, bk, e, se));
+                let own_row = row("pooled", stat, m, method, baseline, bk, e, se);
+                diffs.push(own_row.clone());
+                rows.push(own_row);
             }
+            own.push(rows);
         }
         let out = claims(&hand_rows(), &diffs, WINDOWS, None, SIZES);
-        for (i, &(id, stat, metrics, method, baseline, bk, side)) in rules.iter().enumerate() {
+        for (i, (&(id, _, _, _, _, _, side), own)) in rules.iter().zip(&own).enumerate() {
             let c = out.iter().find(|c| c.id == id).unwrap();
-            let own: Vec<&DifferenceRow> = metrics
-                .iter()
-                .filter_map(|m| {
-                    diffs.iter().find(|d| {
-                        d.task == "pooled"
-                            && d.statistic == stat
-                            && d.metric == m.name()
-                            && d.method == method
-                            && d.baseline == baseline
-                            && d.baseline_k == bk
-                    })
-                })
-                .collect();
             let parts: Vec<(&str, f64, f64, f64)> =
                 c.parts.iter().map(|p| (p.metric, p.estimate, p.low, p.high)).collect();
-            let want: Vec<(&str, f64, f64, f64)> = own
-                .iter()
-                .map(|d| {
-                    (
-                        Metric::CLAIMS.iter().find(|m| m.name() == d.metric).unwrap().name(),
-                        d.estimate,
-                        d.ci_low_family,
-                        d.ci_high_family,
-                    )
-                })
-                .collect();
+            let want: Vec<(&str, f64, f64, f64)> =
+                own.iter().map(|d| (d.metric.as_str(), d.estimate, d.ci_low_family, d.ci_high_family)).collect();
             assert_eq!(parts, want, "{id}");
             assert_eq!(
                 (c.estimate, c.ci_low, c.ci_high),

@@ -1331,9 +1331,9 @@ mod tests {
         let k = keep(&trail(), None, &[], &[], &Options { noise_sims: 10, ..Default::default() }).unwrap();
         assert_eq!(k.corrected, None);
         with_keep.keep = vec![k];
-        let order: Vec<String> = with_keep.rows().into_iter().map(|r| r.decision).collect();
-        assert_eq!(order, vec!["keep", "window"]);
-        assert_eq!(with_keep.rows()[0].headline, "step 40 (0.600); 2 of 3 tied");
+        let rows = with_keep.rows();
+        assert_eq!(rows.iter().map(|r| r.decision.as_str()).collect::<Vec<_>>(), vec!["keep", "window"]);
+        assert_eq!(rows[0].headline, "step 40 (0.600); 2 of 3 tied");
     }
 
     /// 0/1 scores on one side only (a continuous metric that happens to be 0/1 at a checkpoint):

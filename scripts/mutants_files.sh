@@ -4,29 +4,45 @@
 # tests alone (most mutants are caught there, at a few seconds each), then `--iterate` with every
 # test of scripts/mutants.sh for the mutants the first pass left. A finished file gets
 # target/mutants/analysis-FILE/complete; scripts/mutants_table.py makes the table from them. The
-# first pass's verdicts are kept as pass1/: a file whose first pass finished resumes at the second;
-# a file that was complete is run again from its first pass.
+# first pass's verdicts are kept as pass1/: a file whose first pass finished resumes at the second,
+# one whose first pass was stopped goes on from where it was; a file that was complete is run again
+# from its first pass.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 # cargo-mutants exits 0 (all caught), 2 (some missed) or 3 (some timed out) after a full run; 1 or
 # 4 (the unmutated baseline failed) means no verdicts: the file is not marked complete
 verdicts() { [ "$1" = 0 ] || [ "$1" = 2 ] || [ "$1" = 3 ]; }
 for f in "$@"; do
-  [ -f target/mutants/analysis-$f/complete ] && rm -rf target/mutants/analysis-$f/pass1
-  rm -f target/mutants/analysis-$f/complete
-  if [ -d target/mutants/analysis-$f/pass1 ]; then
+  d=target/mutants/analysis-$f
+  [ -f $d/complete ] && rm -rf $d/pass1 $d/mutants.out $d/caught-before-stop.txt
+  rm -f $d/complete
+  if [ -d $d/pass1 ]; then
     echo "=== $f pass 1 kept from an earlier run"
   else
+    # a first pass that was stopped (a session's end) goes on without the mutants it caught
+    # (`--iterate`); they are kept in caught-before-stop.txt and join the pass's verdicts at its end
+    resume=()
+    if [ -s $d/mutants.out/caught.txt ]; then
+      sort -u -o $d/caught-before-stop.txt $d/mutants.out/caught.txt $(ls $d/caught-before-stop.txt 2>/dev/null)
+      resume=(--iterate)
+      echo "=== $f pass 1 goes on: $(wc -l < $d/caught-before-stop.txt) mutants caught before it was stopped"
+    fi
     echo "=== $f pass 1 $(date)"
-    MUTANTS_FILES=$f MUTANTS_TESTS=lib MUTANTS_OUT=target/mutants/analysis-$f bash scripts/mutants.sh analysis 0/1
+    MUTANTS_FILES=$f MUTANTS_TESTS=lib MUTANTS_OUT=$d bash scripts/mutants.sh analysis 0/1 "${resume[@]}"
     rc=$?
     verdicts $rc || { echo "=== $f pass 1 failed (exit $rc) $(date)"; continue; }
-    cp -r target/mutants/analysis-$f/mutants.out target/mutants/analysis-$f/pass1
+    cp -r $d/mutants.out $d/pass1
+    if [ -f $d/caught-before-stop.txt ]; then
+      # each mutant once: a verdict of this run stands over one caught before the stop
+      cat $d/pass1/{caught,missed,timeout,unviable}.txt 2>/dev/null | sort -u > $d/tested-now.txt
+      sort -u $d/pass1/caught.txt <(comm -23 $d/caught-before-stop.txt $d/tested-now.txt) -o $d/pass1/caught.txt
+      rm $d/caught-before-stop.txt $d/tested-now.txt
+    fi
   fi
   echo "=== $f pass 2 $(date)"
-  MUTANTS_FILES=$f MUTANTS_OUT=target/mutants/analysis-$f bash scripts/mutants.sh analysis 0/1 --iterate
+  MUTANTS_FILES=$f MUTANTS_OUT=$d bash scripts/mutants.sh analysis 0/1 --iterate
   rc=$?
   verdicts $rc || { echo "=== $f pass 2 failed (exit $rc) $(date)"; continue; }
-  touch target/mutants/analysis-$f/complete
+  touch $d/complete
   echo "=== $f done $(date)"
 done

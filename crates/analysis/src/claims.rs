@@ -1337,4 +1337,19 @@ mod tests {
             ("holds", "does not hold", "inconclusive")
         );
     }
+
+    /// The examples an inconclusive claim needs measure its distance to the threshold, not to 0
+    /// (worked in Python's statistics.NormalDist: z(1 - 0.05/16/2) = 2.95517, z(0.8) = 0.84162).
+    #[test]
+    fn the_examples_needed_measure_the_distance_to_the_threshold() {
+        // 0.3 against 0.2: effect 0.1, se 0.2 at 100 examples: 100 (3.79679 * 2)^2 = 5,766.2
+        let above = decide(0.3, -0.1, 0.7, Side::Above, 0.2, 0.2, 100);
+        assert_eq!((above.verdict, above.n_needed), (Verdict::Inconclusive, Some(5767)));
+        // 0.7 below 1.0: effect -0.3, se 0.05 at 40 examples: 40 (3.79679 / 6)^2 = 16.02
+        let below = decide(0.7, 0.6, 1.1, Side::Below, 1.0, 0.05, 40);
+        assert_eq!((below.verdict, below.n_needed), (Verdict::Inconclusive, Some(17)));
+        assert_eq!(below.against, Some((Side::Below, 1.0)));
+        // a decided claim needs no more examples
+        assert_eq!(decide(0.7, 0.6, 0.8, Side::Below, 1.0, 0.05, 40).n_needed, None);
+    }
 }

@@ -1352,4 +1352,25 @@ mod tests {
         // a decided claim needs no more examples
         assert_eq!(decide(0.7, 0.6, 0.8, Side::Below, 1.0, 0.05, 40).n_needed, None);
     }
+
+    /// The pooled claims' tasks are those above chance at the final stage, by their acc row: not
+    /// a task above chance over the whole run only, not one above chance by acc_norm only.
+    #[test]
+    fn the_headline_tasks_are_above_chance_at_the_final_stage() {
+        let mut tm = hand_rows();
+        tm.push(task("d", "all", true));
+        tm.push(task("d", "final", false));
+        tm.push(task("e", "final", true));
+        tm.push(TaskMetrics { metric: "acc_norm".into(), ..task("f", "final", true) });
+        assert_eq!(headline_tasks(&tm), ["a", "b", "e"]);
+    }
+
+    /// A pooled estimate needs every value and every standard error finite.
+    #[test]
+    fn pooling_refuses_what_is_not_finite() {
+        assert!(pool(&[(0.1, 0.05), (0.2, 0.05)]).is_some());
+        for bad in [(f64::NAN, 0.05), (f64::INFINITY, 0.05), (0.2, f64::NAN), (0.2, f64::INFINITY)] {
+            assert_eq!(pool(&[(0.1, 0.05), bad]), None, "{bad:?}");
+        }
+    }
 }

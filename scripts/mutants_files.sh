@@ -14,29 +14,32 @@ cd "$(dirname "$0")/.."
 verdicts() { [ "$1" = 0 ] || [ "$1" = 2 ] || [ "$1" = 3 ]; }
 for f in "$@"; do
   d=target/mutants/analysis-$f
-  [ -f $d/complete ] && rm -rf $d/pass1 $d/mutants.out $d/caught-before-stop.txt
+  [ -f $d/complete ] && rm -rf $d/pass1 $d/mutants.out $d/{caught,unviable}-before-stop.txt
   rm -f $d/complete
   if [ -d $d/pass1 ]; then
     echo "=== $f pass 1 kept from an earlier run"
   else
-    # a first pass that was stopped (a session's end) goes on without the mutants it caught
-    # (`--iterate`); they are kept in caught-before-stop.txt and join the pass's verdicts at its end
+    # a first pass that was stopped (a session's end) goes on with `--iterate`, which skips the
+    # mutants it found caught or unviable; those are kept in {caught,unviable}-before-stop.txt
+    # (over several stops) and join the pass's verdicts at its end
     resume=()
-    if [ -s $d/mutants.out/caught.txt ]; then
-      sort -u -o $d/caught-before-stop.txt $d/mutants.out/caught.txt $(ls $d/caught-before-stop.txt 2>/dev/null)
+    if [ -s $d/mutants.out/caught.txt ] || [ -s $d/mutants.out/unviable.txt ]; then
+      for k in caught unviable; do
+        touch $d/$k-before-stop.txt $d/mutants.out/$k.txt
+        sort -u -o $d/$k-before-stop.txt $d/$k-before-stop.txt $d/mutants.out/$k.txt
+      done
       resume=(--iterate)
-      echo "=== $f pass 1 goes on: $(wc -l < $d/caught-before-stop.txt) mutants caught before it was stopped"
+      echo "=== $f pass 1 goes on: $(cat $d/{caught,unviable}-before-stop.txt | wc -l) mutants done before it was stopped"
     fi
     echo "=== $f pass 1 $(date)"
     MUTANTS_FILES=$f MUTANTS_TESTS=lib MUTANTS_OUT=$d bash scripts/mutants.sh analysis 0/1 "${resume[@]}"
     rc=$?
     verdicts $rc || { echo "=== $f pass 1 failed (exit $rc) $(date)"; continue; }
     cp -r $d/mutants.out $d/pass1
-    if [ -f $d/caught-before-stop.txt ]; then
-      # each mutant once: a verdict of this run stands over one caught before the stop
-      cat $d/pass1/{caught,missed,timeout,unviable}.txt 2>/dev/null | sort -u > $d/tested-now.txt
-      sort -u $d/pass1/caught.txt <(comm -23 $d/caught-before-stop.txt $d/tested-now.txt) -o $d/pass1/caught.txt
-      rm $d/caught-before-stop.txt $d/tested-now.txt
+    if [ ${#resume[@]} -gt 0 ]; then
+      for k in caught unviable; do
+        sort -u -o $d/pass1/$k.txt $d/pass1/$k.txt $d/$k-before-stop.txt && rm $d/$k-before-stop.txt
+      done
     fi
   fi
   echo "=== $f pass 2 $(date)"

@@ -1060,7 +1060,7 @@ mod tests {
             let draws: Vec<f64> = (0..4000).map(|k| fair_binomial(&mut draw_rng(7, k), d) as f64).collect();
             assert!(draws.iter().all(|&x| x <= d as f64), "d = {d}");
             let m = mean(&draws);
-            let var = draws.iter().map(|x| (x - m) * (x - m)).sum::<f64>() / (draws.len() - 1) as f64;
+            let var = crate::stats::sample_variance(&draws);
             let se = (d as f64 / 4.0 / draws.len() as f64).sqrt();
             assert!((m - d as f64 / 2.0).abs() <= 5.0 * se, "d = {d}: mean {m}");
             if d == 0 {

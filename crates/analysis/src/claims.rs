@@ -1373,4 +1373,40 @@ mod tests {
             assert_eq!(pool(&[(0.1, 0.05), bad]), None, "{bad:?}");
         }
     }
+
+    /// An inconclusive claim with one metric on the wrong side needs what that metric needs to
+    /// fail, whether the metric on the claimed side needs fewer runs (acc's spread 0.1 against
+    /// margin's 0.2) or more (0.2 against 0.1): not the fewest over every metric, not the most.
+    #[test]
+    fn the_seeds_to_decide_follow_the_wrong_side_metric() {
+        let i = Verdict::Inconclusive;
+        let needed = |v: &[f64]| seeds::runs_needed(v, 0.0, FAMILY_LEVEL, 1000);
+        for (acc, margin) in [([-0.2, -0.1, 0.0], [0.3, -0.1, 0.1]), ([-0.3, -0.1, 0.1], [0.1, 0.0, 0.2])] {
+            let runs: Vec<Claim> = (0..3).map(|r| run_claim(&[("acc", acc[r], i), ("margin", margin[r], i)])).collect();
+            let r = recipe_claim(&runs.iter().collect::<Vec<_>>(), FAMILY_LEVEL, 1000);
+            let RecipeClaim::Combined { parts, verdict, seeds_to_decide } = &r else { panic!("{r:?}") };
+            assert_eq!((*verdict, parts[0].verdict, parts[1].verdict), (i, i, i));
+            let (a, m) = (needed(&acc).unwrap(), needed(&margin).unwrap());
+            assert_ne!(a, m);
+            assert_eq!(*seeds_to_decide, Some(m), "acc needs {a}, margin {m}");
+        }
+    }
+
+    /// Runs are combined only when each has the same metrics against the same thresholds, each
+    /// with a finite estimate: a run whose metric differs (same count), whose threshold is
+    /// missing or whose estimate is not finite leaves the recipe undecided.
+    #[test]
+    fn a_recipe_needs_the_same_finite_metrics_in_every_run() {
+        let h = Verdict::Holds;
+        let first = run_claim(&[("acc", -1.0, h), ("margin", -1.0, h)]);
+        let other_metric = run_claim(&[("acc", -1.1, h), ("gold_logprob", -1.1, h)]);
+        assert_eq!(recipe_claim(&[&first, &other_metric], FAMILY_LEVEL, 100), RecipeClaim::NotEstimated);
+        for bad in [f64::NAN, f64::INFINITY] {
+            let mut run = run_claim(&[("acc", -1.1, h), ("margin", -1.1, h)]);
+            run.parts[1].estimate = bad;
+            assert_eq!(recipe_claim(&[&first, &run], FAMILY_LEVEL, 100), RecipeClaim::NotEstimated, "{bad}");
+        }
+        let same = run_claim(&[("acc", -1.1, h), ("margin", -1.1, h)]);
+        assert!(matches!(recipe_claim(&[&first, &same], FAMILY_LEVEL, 100), RecipeClaim::Combined { .. }));
+    }
 }

@@ -1376,19 +1376,29 @@ mod tests {
 
     /// An inconclusive claim with one metric on the wrong side needs what that metric needs to
     /// fail, whether the metric on the claimed side needs fewer runs (acc's spread 0.1 against
-    /// margin's 0.2) or more (0.2 against 0.1): not the fewest over every metric, not the most.
+    /// margin's 0.2) or more (0.2 against 0.1): not the fewest over every metric, not the most;
+    /// claims below 0 and, the values negated, above it.
     #[test]
     fn the_seeds_to_decide_follow_the_wrong_side_metric() {
         let i = Verdict::Inconclusive;
         let needed = |v: &[f64]| seeds::runs_needed(v, 0.0, FAMILY_LEVEL, 1000);
-        for (acc, margin) in [([-0.2, -0.1, 0.0], [0.3, -0.1, 0.1]), ([-0.3, -0.1, 0.1], [0.1, 0.0, 0.2])] {
-            let runs: Vec<Claim> = (0..3).map(|r| run_claim(&[("acc", acc[r], i), ("margin", margin[r], i)])).collect();
+        let cases = [([-0.2, -0.1, 0.0], [0.3, -0.1, 0.1]), ([-0.3, -0.1, 0.1], [0.1, 0.0, 0.2])];
+        for (side, (acc, margin)) in [Side::Below, Side::Above].into_iter().flat_map(|s| cases.map(|c| (s, c))) {
+            let sign = if side == Side::Above { -1.0 } else { 1.0 };
+            let (acc, margin) = (acc.map(|v| sign * v), margin.map(|v| sign * v));
+            let runs: Vec<Claim> = (0..3)
+                .map(|r| {
+                    let mut c = run_claim(&[("acc", acc[r], i), ("margin", margin[r], i)]);
+                    c.parts.iter_mut().for_each(|p| p.against = Some((side, 0.0)));
+                    c
+                })
+                .collect();
             let r = recipe_claim(&runs.iter().collect::<Vec<_>>(), FAMILY_LEVEL, 1000);
             let RecipeClaim::Combined { parts, verdict, seeds_to_decide } = &r else { panic!("{r:?}") };
             assert_eq!((*verdict, parts[0].verdict, parts[1].verdict), (i, i, i));
             let (a, m) = (needed(&acc).unwrap(), needed(&margin).unwrap());
             assert_ne!(a, m);
-            assert_eq!(*seeds_to_decide, Some(m), "acc needs {a}, margin {m}");
+            assert_eq!(*seeds_to_decide, Some(m), "{side:?}: acc needs {a}, margin {m}");
         }
     }
 

@@ -108,7 +108,8 @@ study *runs: data
 # the generation tasks (configs/eval-study-gen.toml) on committed grid runs: each run trained again
 # from results/<run>/config.toml (its checkpoints are not committed), scored, averaged, ensembled
 # by a vote over texts, analysed and packed into results/<run>/generation/ (scripts/study-gen.sh):
-# `just study-gen size2m-s1`; ~40 min for a 1.8M run, ~1 h 45 min for a 6.8M run on 2 cores (measured)
+# `just study-gen size2m-s1`; ~56 min for a 1.8M run (size2m-s2: 2,419 s training + 917 s), ~1 h 45 min for a 6.8M run
+# (cosine-s1: 6,095 s) on 2 cores (measured)
 [group('run')]
 [doc("the generation tasks on committed runs, trained again: `just study-gen size2m-s1`")]
 study-gen +runs: data

@@ -70,7 +70,8 @@ pub fn ema(x: &[f64], a: f64) -> Vec<f64> {
 mod tests {
     use super::*;
 
-    /// The check values of the study notes (shared/paper-notes.md).
+    /// The check values of the study notes (`../shared/paper-notes.md` on the project's
+    /// machines, not in this repository).
     #[test]
     fn paper_check_values() {
         assert_eq!(mtv(&[0., 1., 0., 1.]), Some(1.0));

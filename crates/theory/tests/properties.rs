@@ -5,13 +5,13 @@
 //! implementation (a formula against itself, a quantity against itself) is not a property and is
 //! not kept. Properties run on 1,000 generated cases each.
 //!
-//! Sources. The paper's own theorem statements are not available offline
-//! (shared/paper-notes.md, "Theory"); its abstract says both remedies reduce fluctuation "shown
-//! empirically and theoretically". The statements are the ones the study notes list as true and
-//! worth testing, numbered 1-6 there (here T1-T6), standard results, and two bounds we derive
-//! (the window-offset bound T3w, the Lipschitz step bound T9). Each test's doc comment gives the
-//! statement, its assumptions, its source and its independent truth. The crate's README lists
-//! them in one table.
+//! Sources. The paper's own theorem statements are not available offline (the study notes,
+//! `../shared/paper-notes.md` on the project's machines, not in this repository, "Theory"); its
+//! abstract says both remedies reduce fluctuation "shown empirically and theoretically". The
+//! statements are the ones the study notes list as true and worth testing, numbered 1-6 there
+//! (here T1-T6), standard results, and two bounds we derive (the window-offset bound T3w, the
+//! Lipschitz step bound T9). Each test's doc comment gives the statement, its assumptions, its
+//! source and its independent truth. The crate's README lists them in one table.
 //!
 //! What is under test is the `theory` crate's own code (`src/`). The streaming averager over
 //! safetensors (`integrate::average`) and the option-score ensembler (`integrate::ensemble`) cannot

@@ -1091,7 +1091,8 @@ mod tests {
             above_chance: None,
             ..task(name, "final", false)
         };
-        let mut tm = vec![f1("cont", 0.30, 0.020, 0.010), f1("qa", 0.10, 0.012, 0.008), f1("dead", 0.0, 0.9, 0.0)];
+        // the rows of other tasks come first, so a lookup that took another task's row would show
+        let mut tm = vec![f1("dead", 0.0, 0.9, 0.0), f1("cont", 0.30, 0.020, 0.010), f1("qa", 0.10, 0.012, 0.008)];
         tm.push(TaskMetrics {
             mtv_bias_corrected: Some(0.9),
             null_mtv: Some(0.0),
@@ -1111,10 +1112,10 @@ mod tests {
                 ..pooled(Metric::Acc, e, 0.002)
             };
         let diffs = vec![
-            diff("cont", "acc", "instability", Method::Average, Method::Single, 1, -0.05),
-            diff("qa", "acc", "instability", Method::Average, Method::Single, 1, -0.03),
             diff("dead", "acc", "instability", Method::Average, Method::Single, 1, 0.9),
             diff("pooled", "acc", "instability", Method::Average, Method::Single, 1, 0.9),
+            diff("cont", "acc", "instability", Method::Average, Method::Single, 1, -0.05),
+            diff("qa", "acc", "instability", Method::Average, Method::Single, 1, -0.03),
             diff("cont", "acc", "instability", Method::Average, Method::Single, 16, 0.9),
             diff("cont", "acc", "instability", Method::EnsembleVote, Method::Single, 1, 0.01),
             diff("qa", "acc", "instability", Method::EnsembleVote, Method::Single, 1, 0.02),

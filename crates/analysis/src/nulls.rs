@@ -1174,4 +1174,32 @@ mod tests {
             assert!(rel < 5e-16, "k = {k}: relative error {rel:e}");
         }
     }
+
+    /// A transition with an infinite difference is not drawn as a normal variable (its sd would
+    /// be NaN): the exact draws keep it.
+    #[test]
+    fn an_infinite_difference_keeps_the_exact_draws() {
+        let spread: Vec<f64> = (1..=2000).map(|i| (i as f64 * 0.618).fract() + 0.1).collect();
+        for inf in [f64::INFINITY, f64::NEG_INFINITY] {
+            let mut d = spread.clone();
+            d[7] = inf;
+            assert_eq!(normal_sum_sd(&d), None, "{inf}");
+        }
+    }
+
+    /// `fair_binomial` reads exactly ceil(d / 64) words of its generator (none for d = 0), so a
+    /// draw's later transitions, and so its seeded numbers, do not depend on how many words an
+    /// earlier one might have wasted.
+    #[test]
+    fn fair_binomial_reads_one_word_per_64_bits() {
+        for d in [0u64, 1, 63, 64, 65, 128, 200] {
+            let mut rng = ChaCha8Rng::seed_from_u64(9);
+            fair_binomial(&mut rng, d);
+            let mut fresh = ChaCha8Rng::seed_from_u64(9);
+            for _ in 0..d.div_ceil(64) {
+                fresh.next_u64();
+            }
+            assert_eq!(rng.next_u64(), fresh.next_u64(), "d = {d}");
+        }
+    }
 }

@@ -1202,4 +1202,15 @@ mod tests {
             assert_eq!(rng.next_u64(), fresh.next_u64(), "d = {d}");
         }
     }
+
+    /// With magnitudes all near the largest, K = sum d^4 / (sum d^2)^2 is about 1 / n: 150
+    /// distinct ones (K ~ 0.0067) are drawn as a normal variable, 90 (K ~ 0.011) are not.
+    #[test]
+    fn comparable_magnitudes_are_normal_from_about_a_hundred() {
+        let near = |n: usize| -> Vec<f64> { (0..n).map(|i| 1.0 - i as f64 * 1e-4).collect() };
+        let d = near(150);
+        let sd = normal_sum_sd(&d).expect("150 comparable magnitudes");
+        assert!(close(sd, d.iter().map(|v| v * v).sum::<f64>().sqrt(), 1e-12));
+        assert_eq!(normal_sum_sd(&near(90)), None);
+    }
 }

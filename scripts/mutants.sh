@@ -32,6 +32,10 @@ mkdir -p target/mutants
 # baseline failed on an unmutated tree until this was dropped), so every run starts without it
 rm -rf target/mutants-target-$crate/mutants/incremental/$crate-*
 out=$(realpath -m "${MUTANTS_OUT:-target/mutants/$crate-${shard/\//-of-}}")
+# a mutant that makes a loop run away (a count that wraps) times out: 300 s with every test, 60 s
+# with the unit tests alone (their baseline takes 2-3 s; nulls.rs's first pass spent 5 minutes on
+# each of several such mutants)
+timeout=300; [ "${MUTANTS_TESTS:-all}" = lib ] && timeout=60
 cd $tree && CARGO_TARGET_DIR=../mutants-target-$crate $mutants mutants --in-place --shard $shard --sharding round-robin \
     --no-shuffle --profile mutants --package $crate "${files[@]}" "${tests[@]}" \
-    --output "$out" --timeout 300 "$@"
+    --output "$out" --timeout $timeout "$@"
